@@ -1,0 +1,313 @@
+package hedge
+
+import (
+	"context"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// call is the state of one Do. Every goroutine of the call enters through
+// step: Do starts it for the primary, the hedge timer and the caller's
+// context fire it, and an attempt that ends retryable runs the next
+// attempt itself. Sharing that one func value between the go statement,
+// the timer and context.AfterFunc is what keeps the fast path at three
+// allocations: the call, stepFn, the timer.
+type call[T any] struct {
+	mu   sync.Mutex
+	wake sync.Cond // Do waits on it for decided
+
+	fn       func(context.Context) (T, error)
+	parent   context.Context
+	delay    Delay
+	classify func(T, error) Outcome
+	budget   Budget
+	discard  func(T)
+	clock    clock.Clock // nil: real time
+	max      int
+	begin    time.Time
+	deadline time.Time // zero: none
+
+	stepFn     func()
+	timer      *time.Timer
+	ctimer     *clock.Timer
+	stopParent func() bool
+
+	primary   attemptCtx
+	last      *attemptCtx
+	started   int
+	inflight  int
+	nextAt    time.Time     // when the next timed hedge is due; zero: none
+	lastDelay time.Duration // the delay that set nextAt
+
+	// The last retryable result, returned if nothing better comes.
+	kept    *attemptCtx
+	keptVal T
+	keptErr error
+
+	decided  bool
+	val      T
+	err      error
+	winner   int
+	outcome  Outcome
+	panicked *PanicError
+	goexit   bool
+	refusals int
+	skips    int
+}
+
+// result is what one attempt's function did.
+type result[T any] struct {
+	v        T
+	err      error
+	o        Outcome
+	returned bool        // fn and the classifier returned normally
+	panic    *PanicError // fn or the classifier panicked
+}
+
+// drop is a value bound for Discard, handed over outside the lock.
+type drop[T any] struct {
+	v  T
+	ok bool
+}
+
+func (c *call[T]) now() time.Time {
+	if c.clock == nil {
+		return time.Now()
+	}
+	return c.clock.Now()
+}
+
+// step starts whatever is due and runs it on this goroutine.
+func (c *call[T]) step() {
+	c.mu.Lock()
+	a, d := c.advance()
+	c.mu.Unlock()
+	c.drop(d)
+	for a != nil {
+		a = c.run(a)
+	}
+}
+
+// advance decides on the caller's context and the deadline, and claims the
+// primary or a due hedge. Called with c.mu held.
+func (c *call[T]) advance() (*attemptCtx, drop[T]) {
+	if c.decided {
+		return nil, drop[T]{}
+	}
+	if err := c.parent.Err(); err != nil {
+		return nil, c.end(context.Cause(c.parent), err)
+	}
+	now := c.now()
+	if !c.deadline.IsZero() && !now.Before(c.deadline) {
+		return nil, c.end(context.DeadlineExceeded, context.DeadlineExceeded)
+	}
+	if c.started == 0 {
+		return c.start(now), drop[T]{}
+	}
+	if c.nextAt.IsZero() || now.Before(c.nextAt) {
+		c.arm(now) // an early or stale timer: keep the real one
+		return nil, drop[T]{}
+	}
+	c.nextAt = time.Time{}
+	a := c.tryStart(now)
+	if a == nil {
+		c.arm(now)
+	}
+	return a, drop[T]{}
+}
+
+// tryStart starts the next extra attempt if the bound, the deadline and
+// the budget all allow it. Called with c.mu held.
+func (c *call[T]) tryStart(now time.Time) *attemptCtx {
+	if c.started >= c.max {
+		return nil
+	}
+	if !worthStarting(now, c.deadline, c.lastDelay) {
+		c.skips++
+		return nil
+	}
+	if c.budget != nil && !c.budget.Allow(c.started) {
+		c.refusals++
+		return nil
+	}
+	return c.start(now)
+}
+
+// start claims attempt c.started and schedules the hedge after it. Called
+// with c.mu held.
+func (c *call[T]) start(now time.Time) *attemptCtx {
+	k := c.started
+	a := &c.primary
+	if k > 0 {
+		a = &attemptCtx{}
+		c.last.next = a
+	}
+	a.parent, a.n, a.deadline = c.parent, k, c.deadline
+	c.last = a
+	c.started++
+	c.inflight++
+	c.nextAt = time.Time{}
+	if c.started < c.max {
+		d := c.delay.Next(c.parent, k)
+		c.lastDelay = d
+		if d >= 0 {
+			c.nextAt = now.Add(d)
+		}
+	}
+	c.arm(now)
+	return a
+}
+
+// arm makes step run at the next hedge or the deadline, whichever is
+// first. Called with c.mu held.
+func (c *call[T]) arm(now time.Time) {
+	at := earliest(c.nextAt, c.deadline)
+	if at.IsZero() {
+		return
+	}
+	d := at.Sub(now)
+	switch {
+	case d <= 0:
+		go c.stepFn()
+	case c.clock != nil && c.ctimer != nil:
+		c.ctimer.Reset(d)
+	case c.clock != nil:
+		c.ctimer = c.clock.AfterFunc(d, c.stepFn)
+	case c.timer != nil:
+		c.timer.Reset(d)
+	default:
+		c.timer = time.AfterFunc(d, c.stepFn)
+	}
+}
+
+// run runs attempt a on this goroutine and returns the attempt to run next
+// on it, if its result made one start at once.
+func (c *call[T]) run(a *attemptCtx) (next *attemptCtx) {
+	var r result[T]
+	// Deferred so that it also runs when fn calls runtime.Goexit.
+	defer func() { next = c.record(a, &r) }()
+	c.invoke(a, &r)
+	return nil
+}
+
+func (c *call[T]) invoke(a *attemptCtx, r *result[T]) {
+	defer func() {
+		if !r.returned {
+			if v := recover(); v != nil {
+				r.panic = &PanicError{Attempt: a.n, Value: v, Stack: debug.Stack()}
+			}
+		}
+	}()
+	r.v, r.err = c.fn(a)
+	r.o = c.classify(r.v, r.err)
+	if r.o < Accept || r.o > Terminal {
+		r.o = Terminal
+	}
+	r.returned = true
+}
+
+// record takes attempt a's result into the call.
+func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
+	var d drop[T]
+	var next *attemptCtx
+	c.mu.Lock()
+	c.inflight--
+	if c.budget != nil {
+		o := r.o
+		if !r.returned {
+			o = Terminal
+		}
+		if a.canceled() {
+			o = Canceled
+		}
+		c.budget.Done(a.n, o)
+	}
+	switch {
+	case c.decided:
+		d = drop[T]{r.v, r.returned && r.err == nil}
+	case !r.returned:
+		c.panicked, c.goexit = r.panic, r.panic == nil
+		c.winner, c.outcome = -1, Terminal
+		d = c.dropKept()
+		c.finish(nil, context.Canceled)
+	case r.o == Retryable:
+		if a == c.last {
+			c.nextAt = time.Time{} // a's own hedge is moot: the next starts now
+		}
+		d = c.dropKept()
+		c.kept, c.keptVal, c.keptErr = a, r.v, r.err
+		next = c.tryStart(c.now())
+		if next == nil && c.inflight == 0 {
+			c.kept = nil
+			c.settle(a, r.v, r.err, Retryable)
+		}
+	default:
+		d = c.dropKept()
+		c.settle(a, r.v, r.err, r.o)
+	}
+	c.mu.Unlock()
+	c.drop(d)
+	return next
+}
+
+// settle ends the call with attempt a's result. Called with c.mu held.
+func (c *call[T]) settle(a *attemptCtx, v T, err error, o Outcome) {
+	c.val, c.err, c.winner, c.outcome = v, err, a.n, o
+	c.finish(a, context.Canceled)
+}
+
+// end ends the call with a context error: err for the caller, cancel for
+// the attempts' contexts. Called with c.mu held.
+func (c *call[T]) end(err, cancel error) drop[T] {
+	c.err, c.winner, c.outcome = err, -1, Canceled
+	d := c.dropKept()
+	c.finish(nil, cancel)
+	return d
+}
+
+// dropKept cancels the kept retryable attempt and hands its value over
+// for Discard. Called with c.mu held.
+func (c *call[T]) dropKept() drop[T] {
+	if c.kept == nil {
+		return drop[T]{}
+	}
+	var zero T
+	d := drop[T]{c.keptVal, c.keptErr == nil}
+	c.kept.cancel(context.Canceled)
+	c.kept, c.keptVal, c.keptErr = nil, zero, nil
+	return d
+}
+
+// finish marks the call decided, cancels every attempt but the winner,
+// releases the timer and the caller's context, and wakes Do. Called with
+// c.mu held.
+func (c *call[T]) finish(winner *attemptCtx, cancel error) {
+	c.decided = true
+	c.nextAt = time.Time{}
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if c.ctimer != nil {
+		c.ctimer.Stop()
+	}
+	if c.stopParent != nil {
+		c.stopParent()
+	}
+	if c.started > 0 {
+		for a := &c.primary; a != nil; a = a.next {
+			if a != winner {
+				a.cancel(cancel)
+			}
+		}
+	}
+	c.wake.Signal()
+}
+
+func (c *call[T]) drop(d drop[T]) {
+	if d.ok && c.discard != nil {
+		c.discard(d.v)
+	}
+}

@@ -1,0 +1,38 @@
+package hedge
+
+import (
+	"context"
+	"time"
+)
+
+// DefaultDelay is the hedge delay a Policy with a nil Delay uses: a
+// conservative guess at the p95 of a call within one data centre. Set a
+// Delay measured on your own upstream instead.
+const DefaultDelay = 100 * time.Millisecond
+
+// Delay decides when to hedge. Next returns how long after attempt k
+// started Do should start attempt k+1 (k = 0 is the primary). Zero starts
+// it at once; a negative answer means no timed hedge after attempt k
+// (a retryable failure may still start the next attempt at once).
+//
+// ctx is the caller's context, so a source can keep one delay per route it
+// finds there. Next is called while the call holds its lock, from any
+// goroutine: it must be fast and safe for concurrent use.
+type Delay interface {
+	Next(ctx context.Context, k int) time.Duration
+}
+
+// Fixed returns a Delay that answers d for every attempt. A negative d
+// disables timed hedges.
+func Fixed(d time.Duration) Delay { return fixed(d) }
+
+type fixed time.Duration
+
+func (f fixed) Next(context.Context, int) time.Duration { return time.Duration(f) }
+
+// DelayFunc adapts a function to a Delay, for a delay that depends on the
+// attempt or on the context. It must be safe for concurrent use.
+type DelayFunc func(ctx context.Context, k int) time.Duration
+
+// Next calls f(ctx, k).
+func (f DelayFunc) Next(ctx context.Context, k int) time.Duration { return f(ctx, k) }

@@ -1,0 +1,77 @@
+package hedge
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// MaxAttemptsLimit is the largest MaxAttempts a Policy may ask for. More
+// copies of one request than this only add load: by the time the tenth
+// attempt starts, the first nine have all missed their delay.
+const MaxAttemptsLimit = 10
+
+// ErrInvalidPolicy is wrapped by the error Do returns, without calling fn,
+// for a Policy it cannot run.
+var ErrInvalidPolicy = errors.New("hedge: invalid policy")
+
+// ErrNilFunc is returned by Do when fn is nil.
+var ErrNilFunc = errors.New("hedge: nil function")
+
+// Policy says how Do hedges one kind of call. It is a plain value: copy it,
+// print it, compare it, share it between goroutines. The zero value is
+// valid: a primary and one hedge after DefaultDelay, the default
+// classifier, no timeout beyond ctx's, no budget, real time. State that
+// lives across calls (an adaptive delay, a budget, stats) sits behind the
+// interface fields, whose implementations must be safe for concurrent use.
+type Policy[T any] struct {
+	// Delay says when to start each hedge. Nil means Fixed(DefaultDelay).
+	Delay Delay
+
+	// MaxAttempts bounds the attempts of one call, the primary included.
+	// 0 means 2 (the primary and one hedge); 1 disables hedging; values
+	// below 0 or above MaxAttemptsLimit are an ErrInvalidPolicy.
+	MaxAttempts int
+
+	// Timeout bounds the whole call, every attempt included: a hedge never
+	// gets a fresh timeout. 0 means only ctx's deadline applies; a negative
+	// Timeout is an ErrInvalidPolicy.
+	Timeout time.Duration
+
+	// Classify tells accept, retryable and terminal results apart. Nil
+	// means Classify[T]. It runs on the attempt's goroutine, possibly
+	// concurrently with itself.
+	Classify func(T, error) Outcome
+
+	// Budget bounds extra attempts across calls. Nil grants every attempt.
+	Budget Budget
+
+	// Discard receives, exactly once, every value fn returned with a nil
+	// error that Do did not return: a loser that answered late, a
+	// retryable result superseded by a later one. Use it to close a
+	// response body. Nil drops them. It runs on an attempt's goroutine or
+	// on Do's, possibly after Do returned, and must not panic.
+	Discard func(T)
+
+	// Observer receives a summary of every call. Nil observes nothing.
+	Observer Observer
+
+	// Clock is the time source for delays and the Timeout. Nil means real
+	// time. Cancellation by ctx follows ctx's own clock.
+	Clock clock.Clock
+}
+
+// attempts validates the policy and returns its attempt bound.
+func (p *Policy[T]) attempts() (int, error) {
+	switch {
+	case p.MaxAttempts < 0 || p.MaxAttempts > MaxAttemptsLimit:
+		return 0, fmt.Errorf("%w: MaxAttempts %d is outside 0..%d", ErrInvalidPolicy, p.MaxAttempts, MaxAttemptsLimit)
+	case p.Timeout < 0:
+		return 0, fmt.Errorf("%w: negative Timeout %v", ErrInvalidPolicy, p.Timeout)
+	case p.MaxAttempts == 0:
+		return 2, nil
+	}
+	return p.MaxAttempts, nil
+}
