@@ -1,0 +1,194 @@
+package hedge_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tailcut/hedge"
+)
+
+var errShutdown = errors.New("shutting down")
+
+func TestDoneContextSkipsFn(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errShutdown)
+	called := false
+	_, err := hedge.Do(ctx, hedge.Policy[int]{}, func(context.Context) (int, error) {
+		called = true
+		return 1, nil
+	})
+	if !errors.Is(err, errShutdown) || called {
+		t.Errorf("Do = %v (fn called: %v), want the cause and no call", err, called)
+	}
+}
+
+func TestCallerCancelReturnsCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(120*ms, func() { cancel(errShutdown) })
+		r := newRecorder(step{after: time.Second, ignore: true}, step{after: time.Second, ignore: true})
+		_, err := hedge.Do(ctx, hedge.Policy[int]{Delay: hedge.Fixed(100 * ms)}, r.fn)
+		if !errors.Is(err, errShutdown) || r.since() != 120*ms {
+			t.Errorf("Do returned %v at %v, want %v at 120ms", err, r.since(), errShutdown)
+		}
+		synctest.Wait()
+		for k, at := range r.cancels() {
+			if at != 120*ms || !errors.Is(r.causes[k], context.Canceled) {
+				t.Errorf("attempt %d cancelled at %v with %v, want 120ms, context.Canceled", k, at, r.causes[k])
+			}
+		}
+		if len(r.cancels()) != 2 {
+			t.Errorf("cancelled %v, want both attempts", r.cancels())
+		}
+		time.Sleep(2 * time.Second)
+	})
+}
+
+func TestHedgeSharesTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var deadlines []time.Time
+		var mu sync.Mutex
+		p := hedge.Policy[int]{Delay: hedge.Fixed(50 * ms), MaxAttempts: 3, Timeout: 100 * ms}
+		_, err := hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+			d, _ := ctx.Deadline()
+			mu.Lock()
+			deadlines = append(deadlines, d)
+			mu.Unlock()
+			<-ctx.Done()
+			return 0, ctx.Err()
+		})
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 100*ms {
+			t.Errorf("Do returned %v at %v, want DeadlineExceeded at 100ms", err, time.Since(start))
+		}
+		synctest.Wait()
+		want := start.Add(100 * ms)
+		if len(deadlines) != 2 || !deadlines[0].Equal(want) || !deadlines[1].Equal(want) {
+			t.Errorf("attempt deadlines %v, want two at %v", deadlines, want)
+		}
+	})
+}
+
+func TestParentDeadlineIsShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 70*ms)
+		defer cancel()
+		r := newRecorder(step{after: time.Second}, step{after: time.Second})
+		// 30ms of the 70ms are left at the hedge: more than half its 40ms delay.
+		_, err := hedge.Do(ctx, hedge.Policy[int]{Delay: hedge.Fixed(40 * ms), Timeout: time.Second}, r.fn)
+		if !errors.Is(err, context.DeadlineExceeded) || r.since() != 70*ms {
+			t.Errorf("Do returned %v at %v, want DeadlineExceeded at 70ms", err, r.since())
+		}
+		if got := r.starts(); len(got) != 2 {
+			t.Errorf("starts %v, want the primary and a hedge", got)
+		}
+	})
+}
+
+// TestWinnerContextOutlivesDo: a value tied to the winner's context (a
+// response body) stays usable after Do returns; the losers' are cancelled.
+func TestWinnerContextOutlivesDo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctxs := make([]context.Context, 2)
+		p := hedge.Policy[context.Context]{Delay: hedge.Fixed(100 * ms), Timeout: time.Second}
+		won, err := hedge.Do(t.Context(), p, func(ctx context.Context) (context.Context, error) {
+			k := hedge.Attempt(ctx)
+			ctxs[k] = ctx
+			body, cancel := context.WithCancel(ctx) // what a transport derives for the body
+			_ = cancel
+			if k == 0 {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			time.Sleep(10 * ms)
+			return body, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second) // well past the Timeout
+		synctest.Wait()
+		if won.Err() != nil || ctxs[1].Err() != nil {
+			t.Errorf("winner's body context: %v, attempt context: %v; want both live", won.Err(), ctxs[1].Err())
+		}
+		if !errors.Is(ctxs[0].Err(), context.Canceled) {
+			t.Errorf("loser's context: %v, want context.Canceled", ctxs[0].Err())
+		}
+	})
+}
+
+// registry is a long-lived parent context that is never done and counts
+// the callbacks registered on it and not yet released. It is not built on
+// context.WithCancel, so the context package registers through AfterFunc.
+type registry struct {
+	mu   sync.Mutex
+	live int
+}
+
+func (r *registry) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (r *registry) Done() <-chan struct{}       { return make(chan struct{}) }
+func (r *registry) Err() error                  { return nil }
+func (r *registry) Value(any) any               { return nil }
+
+func (r *registry) AfterFunc(func()) func() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.live++
+	released := false
+	return func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if released {
+			return false
+		}
+		released = true
+		r.live--
+		return true
+	}
+}
+
+func TestLongLivedParentRetainsNothing(t *testing.T) {
+	reg := &registry{}
+	p := hedge.Policy[context.Context]{Delay: hedge.Fixed(0), Timeout: time.Hour}
+	for i := 0; i < 10_000; i++ {
+		body, err := hedge.Do(reg, p, func(ctx context.Context) (context.Context, error) {
+			body, _ := context.WithCancel(ctx) //nolint:govet // the winner's body keeps its context
+			return body, nil
+		})
+		if err != nil || body.Err() != nil {
+			t.Fatalf("call %d: %v, body %v", i, err, body.Err())
+		}
+	}
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	if reg.live != 0 {
+		t.Errorf("%d registrations left on the parent after 10,000 calls", reg.live)
+	}
+}
+
+func TestAttemptRouting(t *testing.T) {
+	if got := hedge.Attempt(context.Background()); got != 0 {
+		t.Errorf("Attempt outside Do = %d, want 0", got)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		replicas := []string{"a", "b", "c"}
+		p := hedge.Policy[string]{Delay: hedge.Fixed(10 * ms), MaxAttempts: 3}
+		v, err := hedge.Do(t.Context(), p, func(ctx context.Context) (string, error) {
+			child, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			k := hedge.Attempt(child)
+			if k < 2 {
+				<-ctx.Done()
+				return "", ctx.Err()
+			}
+			return replicas[k], nil
+		})
+		if v != "c" || err != nil {
+			t.Errorf("Do = %q, %v; want the third replica", v, err)
+		}
+	})
+}
