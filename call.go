@@ -22,7 +22,7 @@ type call[T any] struct {
 	fn       func(context.Context) (T, error)
 	parent   context.Context
 	delay    Delay
-	classify func(T, error) Outcome
+	classify func(T, error) Outcome // nil: classifyErr, without a generic func value's allocation
 	budget   Budget
 	discard  func(T)
 	clock    clock.Clock // nil: real time
@@ -30,10 +30,9 @@ type call[T any] struct {
 	begin    time.Time
 	deadline time.Time // zero: none
 
-	stepFn     func()
-	timer      *time.Timer
-	ctimer     *clock.Timer
-	stopParent func() bool
+	stepFn func()
+	timer  *time.Timer
+	ctimer *clock.Timer
 
 	primary   attemptCtx
 	last      *attemptCtx
@@ -202,7 +201,11 @@ func (c *call[T]) invoke(a *attemptCtx, r *result[T]) {
 		}
 	}()
 	r.v, r.err = c.fn(a)
-	r.o = c.classify(r.v, r.err)
+	if c.classify != nil {
+		r.o = c.classify(r.v, r.err)
+	} else {
+		r.o = classifyErr(r.err)
+	}
 	if r.o < Accept || r.o > Terminal {
 		r.o = Terminal
 	}
@@ -282,7 +285,7 @@ func (c *call[T]) dropKept() drop[T] {
 }
 
 // finish marks the call decided, cancels every attempt but the winner,
-// releases the timer and the caller's context, and wakes Do. Called with
+// releases the timer and wakes Do. Called with
 // c.mu held.
 func (c *call[T]) finish(winner *attemptCtx, cancel error) {
 	c.decided = true
@@ -292,9 +295,6 @@ func (c *call[T]) finish(winner *attemptCtx, cancel error) {
 	}
 	if c.ctimer != nil {
 		c.ctimer.Stop()
-	}
-	if c.stopParent != nil {
-		c.stopParent()
 	}
 	if c.started > 0 {
 		for a := &c.primary; a != nil; a = a.next {

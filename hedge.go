@@ -79,9 +79,6 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if c.delay == nil {
 		c.delay = defaultDelay
 	}
-	if c.classify == nil {
-		c.classify = Classify[T]
-	}
 	c.wake.L = &c.mu
 	c.stepFn = c.step
 	c.begin = c.now()
@@ -91,11 +88,14 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	}
 	c.deadline = callDeadline(c.begin, p.Timeout, parentDeadline, hasDeadline)
 
-	c.mu.Lock()
-	if ctx.Done() != nil {
-		c.stopParent = context.AfterFunc(ctx, c.stepFn)
-	}
 	go c.stepFn()
+	// The call stays linked to ctx until it is decided, and not after: a
+	// long-lived ctx must not accumulate finished calls.
+	var unlink func() bool
+	if ctx.Done() != nil {
+		unlink = context.AfterFunc(ctx, c.stepFn)
+	}
+	c.mu.Lock()
 	for !c.decided {
 		c.wake.Wait()
 	}
@@ -106,6 +106,9 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	}
 	c.val = zero // the call may outlive Do in a loser; do not pin the result
 	c.mu.Unlock()
+	if unlink != nil {
+		unlink()
+	}
 
 	if p.Observer != nil {
 		report.Elapsed = c.now().Sub(c.begin)

@@ -41,7 +41,9 @@ func (o Outcome) String() string {
 // Classify is the default classifier: a nil error is Accept, an error
 // marked with Permanent is Terminal, and any other error is Retryable.
 // It ignores the value.
-func Classify[T any](_ T, err error) Outcome {
+func Classify[T any](_ T, err error) Outcome { return classifyErr(err) }
+
+func classifyErr(err error) Outcome {
 	if err == nil {
 		return Accept
 	}

@@ -1,0 +1,25 @@
+package hedge_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tailcut/hedge"
+)
+
+// The fast path, a primary that answers before its hedge is due, costs
+// three allocations: the call's state, its step function and its timer.
+func TestFastPathAllocations(t *testing.T) {
+	p := hedge.Policy[int]{Delay: hedge.Fixed(time.Hour)}
+	fn := func(context.Context) (int, error) { return 1, nil }
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(1000, func() { hedge.Do(ctx, p, fn) }); n > 3 {
+		t.Errorf("fast path: %v allocations per call, want at most 3", n)
+	}
+	// Without a timed hedge and a timeout there is no timer at all.
+	p = hedge.Policy[int]{MaxAttempts: 1}
+	if n := testing.AllocsPerRun(1000, func() { hedge.Do(ctx, p, fn) }); n > 2 {
+		t.Errorf("MaxAttempts 1: %v allocations per call, want at most 2", n)
+	}
+}

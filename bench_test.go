@@ -1,0 +1,142 @@
+package hedge_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tailcut/hedge"
+)
+
+// handRolled is the hedge a careful Go programmer writes by hand: a
+// goroutine per attempt, a timer, a select, and one cancel for the losers.
+// It is the baseline hedge.Do has to beat.
+func handRolled[T any](ctx context.Context, delay time.Duration, fn func(context.Context, int) (T, error)) (T, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		v   T
+		err error
+	}
+	results := make(chan result, 2)
+	run := func(k int) {
+		v, err := fn(ctx, k)
+		results <- result{v, err}
+	}
+	go run(0)
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case r := <-results:
+		return r.v, r.err
+	case <-timer.C:
+		go run(1)
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+	select {
+	case r := <-results:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+//go:noinline
+func answer1(context.Context) (int, error) { return 1, nil }
+
+// hedgeWins is an upstream whose primary hangs until cancelled and whose
+// hedge answers at once: every call pays for the hedge firing.
+func hedgeWins(ctx context.Context, k int) (int, error) {
+	if k == 0 {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return 1, nil
+}
+
+func BenchmarkFastPath(b *testing.B) {
+	ctx := context.Background()
+	b.Run("bare", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			answer1(ctx)
+		}
+	})
+	b.Run("handrolled", func(b *testing.B) {
+		b.ReportAllocs()
+		fn := func(ctx context.Context, _ int) (int, error) { return answer1(ctx) }
+		for b.Loop() {
+			handRolled(ctx, time.Hour, fn)
+		}
+	})
+	b.Run("hedge", func(b *testing.B) {
+		b.ReportAllocs()
+		p := hedge.Policy[int]{Delay: hedge.Fixed(time.Hour)}
+		for b.Loop() {
+			hedge.Do(ctx, p, answer1)
+		}
+	})
+	b.Run("hedge-cancelable-ctx", func(b *testing.B) {
+		b.ReportAllocs()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		p := hedge.Policy[int]{Delay: hedge.Fixed(time.Hour)}
+		for b.Loop() {
+			hedge.Do(ctx, p, answer1)
+		}
+	})
+}
+
+// Delay 0 makes the hedge fire on every call without measuring the
+// timer's resolution instead of the code.
+func BenchmarkHedgeFires(b *testing.B) {
+	ctx := context.Background()
+	b.Run("handrolled", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			handRolled(ctx, 0, hedgeWins)
+		}
+	})
+	b.Run("hedge", func(b *testing.B) {
+		b.ReportAllocs()
+		p := hedge.Policy[int]{Delay: hedge.Fixed(0)}
+		fn := func(ctx context.Context) (int, error) { return hedgeWins(ctx, hedge.Attempt(ctx)) }
+		for b.Loop() {
+			hedge.Do(ctx, p, fn)
+		}
+	})
+}
+
+func BenchmarkParallelFastPath(b *testing.B) {
+	ctx := context.Background()
+	b.Run("bare", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				answer1(ctx)
+			}
+		})
+	})
+	b.Run("handrolled", func(b *testing.B) {
+		b.ReportAllocs()
+		fn := func(ctx context.Context, _ int) (int, error) { return answer1(ctx) }
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				handRolled(ctx, time.Hour, fn)
+			}
+		})
+	})
+	b.Run("hedge-fixed", func(b *testing.B) {
+		b.ReportAllocs()
+		var stats hedge.Stats
+		p := hedge.Policy[int]{Delay: hedge.Fixed(time.Hour), Observer: &stats}
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				hedge.Do(ctx, p, answer1)
+			}
+		})
+	})
+}

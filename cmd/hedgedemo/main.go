@@ -1,0 +1,195 @@
+// Command hedgedemo shows what hedging does to tail latency. It starts an
+// HTTP server on loopback whose replies are mostly fast and sometimes
+// slow, calls it many times without hedging and then with hedging, and
+// prints the latency percentiles and the extra load each way cost.
+//
+//	go run ./cmd/hedgedemo [-calls 1000] [-concurrency 50] [-delay 50ms]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailcut/hedge"
+)
+
+type config struct {
+	calls, concurrency int
+	delay, timeout     time.Duration
+	profile            profile
+	seed               uint64
+}
+
+func main() {
+	cfg := config{profile: profile{
+		fast:     span{20 * time.Millisecond, 40 * time.Millisecond},
+		slow:     span{400 * time.Millisecond, 600 * time.Millisecond},
+		slowFrac: 0.1,
+	}}
+	flag.IntVar(&cfg.calls, "calls", 1000, "calls to make in each run")
+	flag.IntVar(&cfg.concurrency, "concurrency", 50, "calls in flight at once")
+	flag.DurationVar(&cfg.delay, "delay", 50*time.Millisecond, "how long a call runs before it is hedged")
+	flag.DurationVar(&cfg.timeout, "timeout", 2*time.Second, "deadline of each call, hedges included")
+	flag.Var(&cfg.profile.fast, "fast", "latency range of a fast reply")
+	flag.Var(&cfg.profile.slow, "slow", "latency range of a slow reply")
+	flag.Float64Var(&cfg.profile.slowFrac, "slowfrac", cfg.profile.slowFrac, "fraction of replies that are slow")
+	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the server's latency draws")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "hedgedemo:", err)
+		os.Exit(1)
+	}
+}
+
+// run starts the server, measures both policies against it and prints
+// the table to out and progress to status.
+func run(ctx context.Context, cfg config, out, status io.Writer) (err error) {
+	switch {
+	case cfg.calls < 1 || cfg.concurrency < 1:
+		return errors.New("-calls and -concurrency must be at least 1")
+	case cfg.profile.slowFrac < 0 || cfg.profile.slowFrac > 1:
+		return errors.New("-slowfrac must be between 0 and 1")
+	}
+	srv, err := startServer(cfg.profile, cfg.seed)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, srv.close()) }()
+	transport := newTransport(cfg.concurrency)
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport}
+
+	unhedged := drive(ctx, client, srv.url, newPolicy(1, cfg.delay, cfg.timeout), cfg.calls, cfg.concurrency,
+		newProgress(status, "no hedging", cfg.calls))
+	unhedged.name = "no hedging"
+	hedged := drive(ctx, client, srv.url, newPolicy(2, cfg.delay, cfg.timeout), cfg.calls, cfg.concurrency,
+		newProgress(status, "hedging", cfg.calls))
+	hedged.name = "hedge after " + cfg.delay.String()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return printTable(out, unhedged, hedged)
+}
+
+// newTransport keeps enough idle connections for every attempt in flight:
+// with the default of two per host, most calls would dial afresh and the
+// table would measure connection setup instead of the server.
+func newTransport(concurrency int) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 2 * concurrency
+	return t
+}
+
+// newPolicy hedges up to attempts-1 times, after delay, within timeout.
+func newPolicy(attempts int, delay, timeout time.Duration) hedge.Policy[*http.Response] {
+	return hedge.Policy[*http.Response]{
+		Delay:       hedge.Fixed(delay),
+		MaxAttempts: attempts,
+		Timeout:     timeout,
+		Discard:     discardResponse,
+	}
+}
+
+// discardResponse releases a response Do did not return. Its context has
+// usually been cancelled already, so the drain rarely saves the connection;
+// the bound keeps a large body from holding the attempt's goroutine.
+func discardResponse(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+}
+
+// drive makes calls calls through policy, concurrency at a time, and
+// returns their latencies, failures and the policy's stats.
+func drive(ctx context.Context, client *http.Client, url string, policy hedge.Policy[*http.Response],
+	calls, concurrency int, done func()) row {
+	var stats hedge.Stats
+	policy.Observer = &stats
+	r := row{latencies: make([]time.Duration, calls)}
+	var (
+		next     atomic.Int64
+		mu       sync.Mutex // guards failures and firstErr
+		inflight sync.WaitGroup
+	)
+	for range min(concurrency, calls) {
+		inflight.Go(func() {
+			for i := int(next.Add(1) - 1); i < calls; i = int(next.Add(1) - 1) {
+				start := time.Now()
+				err := get(ctx, client, url, policy)
+				r.latencies[i] = time.Since(start)
+				if err != nil {
+					mu.Lock()
+					if r.failures++; r.firstErr == nil {
+						r.firstErr = err
+					}
+					mu.Unlock()
+				}
+				done()
+			}
+		})
+	}
+	inflight.Wait()
+	r.stats = stats.Snapshot()
+	return r
+}
+
+// get makes one hedged GET and reads the winner's body to the end, since
+// a caller is not done until it has the whole reply.
+func get(ctx context.Context, client *http.Client, url string, policy hedge.Policy[*http.Response]) error {
+	resp, err := hedge.Do(ctx, policy, func(ctx context.Context) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, hedge.Permanent(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			discardResponse(resp)
+			return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return resp, nil
+	})
+	if err != nil {
+		return err
+	}
+	// Do has unlinked the winner from ctx and the Timeout, so nothing bounds
+	// this read but the server; ours has sent the whole tiny body already.
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
+}
+
+// newProgress returns a func to call after each call; it rewrites one
+// status line every tenth of the way.
+func newProgress(w io.Writer, label string, total int) func() {
+	var (
+		mu    sync.Mutex
+		done  int
+		shown int // tenths shown so far
+	)
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		if tenths := done * 10 / total; tenths > shown {
+			shown = tenths
+			fmt.Fprintf(w, "\r%-12s %3d%%", label, tenths*10)
+			if done == total {
+				fmt.Fprintln(w)
+			}
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+const ms = time.Millisecond
+
+func TestPercentiles(t *testing.T) {
+	oneToThousand := make([]time.Duration, 1000)
+	for i := range oneToThousand {
+		oneToThousand[len(oneToThousand)-1-i] = time.Duration(i+1) * ms // reversed: percentiles must sort
+	}
+	tests := []struct {
+		name    string
+		samples []time.Duration
+		qs      []float64
+		want    []time.Duration
+	}{
+		{"no samples", nil, []float64{0.5, 1}, []time.Duration{0, 0}},
+		{"one sample", []time.Duration{7 * ms}, []float64{0.001, 0.5, 1}, []time.Duration{7 * ms, 7 * ms, 7 * ms}},
+		{"rank rounds up", []time.Duration{4 * ms, 1 * ms, 3 * ms, 2 * ms}, []float64{0.25, 0.26, 0.5, 0.75, 1},
+			[]time.Duration{1 * ms, 2 * ms, 2 * ms, 3 * ms, 4 * ms}},
+		{"ties", []time.Duration{5 * ms, 5 * ms, 1 * ms}, []float64{0.34, 0.99}, []time.Duration{5 * ms, 5 * ms}},
+		{"table columns of 1000", oneToThousand, columns,
+			[]time.Duration{500 * ms, 950 * ms, 990 * ms, 999 * ms, 1000 * ms}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := slices.Clone(tt.samples)
+			got := percentiles(tt.samples, tt.qs...)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("percentiles(%v) = %v, want %v", tt.qs, got, tt.want)
+			}
+			if !slices.Equal(tt.samples, before) {
+				t.Errorf("percentiles reordered its input")
+			}
+		})
+	}
+}
+
+func TestSpanSet(t *testing.T) {
+	tests := []struct {
+		text    string
+		want    span
+		wantErr bool
+	}{
+		{"20ms-40ms", span{20 * ms, 40 * ms}, false},
+		{"30ms", span{30 * ms, 30 * ms}, false},
+		{"40ms-20ms", span{}, true},
+		{"fast", span{}, true},
+		{"20ms-", span{}, true},
+	}
+	for _, tt := range tests {
+		var got span
+		err := got.Set(tt.text)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("Set(%q) = %v, %v; want %v, error %v", tt.text, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+// testProfile is the default profile scaled down, so that the tests
+// exercise hedging without taking seconds.
+var testProfile = profile{fast: span{1 * ms, 3 * ms}, slow: span{80 * ms, 120 * ms}, slowFrac: 0.2}
+
+// TestDriveClosesEveryBody runs real calls over loopback through both
+// policies and checks that every response body the client opened, the
+// winners' and the losers' alike, was closed.
+func TestDriveClosesEveryBody(t *testing.T) {
+	checkNoLeaks(t)
+	srv, err := startServer(testProfile, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	transport := newTransport(4)
+	defer transport.CloseIdleConnections()
+	bodies := &countingTransport{next: transport}
+	client := &http.Client{Transport: bodies}
+
+	const calls = 100
+	for _, attempts := range []int{1, 2} {
+		var ticks atomic.Int64
+		r := drive(t.Context(), client, srv.url, newPolicy(attempts, 20*ms, 2*time.Second), calls, 4,
+			func() { ticks.Add(1) })
+		if r.failures != 0 {
+			t.Errorf("MaxAttempts %d: %d calls failed, first: %v", attempts, r.failures, r.firstErr)
+		}
+		if len(r.latencies) != calls || ticks.Load() != calls || r.stats.Calls != calls {
+			t.Errorf("MaxAttempts %d: %d latencies, %d progress ticks, %d calls observed; want %d each",
+				attempts, len(r.latencies), ticks.Load(), r.stats.Calls, calls)
+		}
+		for i, d := range r.latencies {
+			if d <= 0 {
+				t.Errorf("MaxAttempts %d: call %d took %v", attempts, i, d)
+				break
+			}
+		}
+		if wins := r.stats.Wins[0] + r.stats.Wins[1]; wins != calls {
+			t.Errorf("MaxAttempts %d: %d calls won, want %d", attempts, wins, calls)
+		}
+		if attempts == 1 && r.stats.Attempts != calls {
+			t.Errorf("MaxAttempts 1: %d attempts for %d calls", r.stats.Attempts, calls)
+		}
+	}
+
+	// Losers may still be returning, and handing their bodies to Discard,
+	// after Do has returned: wait for them before counting.
+	waitUntil(func() bool { return bodies.opened.Load() == bodies.closed.Load() })
+	if opened, closed := bodies.opened.Load(), bodies.closed.Load(); opened != closed {
+		t.Errorf("%d response bodies opened, %d closed", opened, closed)
+	}
+	if opened, atLeast := bodies.opened.Load(), int64(2*calls); opened < atLeast {
+		t.Errorf("%d response bodies opened, want at least %d", opened, atLeast)
+	}
+}
+
+// TestRun checks the whole command end to end, output included.
+func TestRun(t *testing.T) {
+	checkNoLeaks(t)
+	cfg := config{calls: 50, concurrency: 5, delay: 20 * ms, timeout: 2 * time.Second, profile: testProfile, seed: 1}
+	var out, status bytes.Buffer
+	if err := run(t.Context(), cfg, &out, &status); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"p99.9", "amplification", "no hedging", "hedge after 20ms", "extra calls"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "failed") {
+		t.Errorf("calls failed:\n%s", out.String())
+	}
+	if !strings.Contains(status.String(), "100%") {
+		t.Errorf("progress never reached 100%%: %q", status.String())
+	}
+}
+
+// countingTransport counts the response bodies it hands out and how many
+// of them were closed.
+type countingTransport struct {
+	next           http.RoundTripper
+	opened, closed atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err == nil {
+		c.opened.Add(1)
+		resp.Body = &countedBody{ReadCloser: resp.Body, closed: &c.closed}
+	}
+	return resp, err
+}
+
+// countedBody counts its first Close only: closing twice is allowed, and
+// must not hide a body never closed.
+type countedBody struct {
+	io.ReadCloser
+	once   sync.Once
+	closed *atomic.Int64
+}
+
+func (b *countedBody) Close() error {
+	b.once.Do(func() { b.closed.Add(1) })
+	return b.ReadCloser.Close()
+}
+
+// checkNoLeaks fails t if, once t's deferred cleanup has run, more
+// goroutines are left than when it started.
+func checkNoLeaks(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		// Closed connections wind down their goroutines asynchronously.
+		if !waitUntil(func() bool { return runtime.NumGoroutine() <= before }) {
+			buf := make([]byte, 1<<20)
+			t.Errorf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+	})
+}
+
+// waitUntil polls cond for up to five seconds.
+func waitUntil(cond func() bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * ms):
+		}
+	}
+	return true
+}

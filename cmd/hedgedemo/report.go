@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tailcut/hedge"
+)
+
+// columns are the quantiles the table shows: p50, p95, p99, p99.9 and,
+// as the sample no other exceeds, the max.
+var columns = []float64{0.50, 0.95, 0.99, 0.999, 1}
+
+// percentiles returns the nearest-rank percentile of samples for each q
+// in qs (0 < q <= 1): the smallest sample that at least q of them do not
+// exceed. It sorts a copy, leaving samples as they were; with no samples
+// every answer is 0.
+func percentiles(samples []time.Duration, qs ...float64) []time.Duration {
+	sorted := slices.Clone(samples)
+	slices.Sort(sorted)
+	out := make([]time.Duration, len(qs))
+	if len(sorted) == 0 {
+		return out
+	}
+	for i, q := range qs {
+		// The epsilon keeps 0.999*1000, which is 999.0000000000001 in
+		// floating point, at rank 999 rather than 1000.
+		rank := int(math.Ceil(q*float64(len(sorted)) - 1e-9))
+		out[i] = sorted[min(max(rank, 1), len(sorted))-1]
+	}
+	return out
+}
+
+// row is one line of the table: what one run of calls measured.
+type row struct {
+	name      string
+	latencies []time.Duration // one per call, failed calls included
+	failures  int
+	firstErr  error
+	stats     hedge.Snapshot
+}
+
+func (r row) p99() time.Duration { return percentiles(r.latencies, 0.99)[0] }
+
+// printTable writes the comparison of the runs, then a summary of the
+// last against the first.
+func printTable(w io.Writer, rows ...row) error {
+	// Numbers read best aligned right, names left: pad the names to one
+	// width so that right-aligning them changes nothing.
+	nameWidth := 0
+	for _, r := range rows {
+		nameWidth = max(nameWidth, len(r.name))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%*s\tp50\tp95\tp99\tp99.9\tmax\tamplification\thedge rate\twin rate\t\n", nameWidth, "")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%-*s\t", nameWidth, r.name)
+		for _, d := range percentiles(r.latencies, columns...) {
+			fmt.Fprintf(tw, "%v\t", d.Round(time.Millisecond))
+		}
+		winRate := "-" // no hedges, nothing to win
+		if r.stats.Hedged > 0 {
+			winRate = percent(r.stats.WinRate())
+		}
+		fmt.Fprintf(tw, "%.2fx\t%s\t%s\t\n", r.stats.Amplification(), percent(r.stats.HedgeRate()), winRate)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.failures > 0 {
+			fmt.Fprintf(w, "%s: %d of %d calls failed, first: %v\n", r.name, r.failures, len(r.latencies), r.firstErr)
+		}
+	}
+	if len(rows) < 2 {
+		return nil
+	}
+	base, last := rows[0], rows[len(rows)-1]
+	verb := "cut"
+	if last.p99() > base.p99() {
+		verb = "raised"
+	}
+	extra := last.stats.Amplification()/base.stats.Amplification() - 1
+	_, err := fmt.Fprintf(w, "\np99 %s from %v to %v for %s extra calls\n", verb,
+		base.p99().Round(time.Millisecond), last.p99().Round(time.Millisecond), percent(extra))
+	return err
+}
+
+func percent(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }

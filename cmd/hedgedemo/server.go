@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// span is a range of latencies, drawn uniformly. It is a flag.Value, so
+// "-fast 20ms-40ms" sets it.
+type span struct{ min, max time.Duration }
+
+func (s *span) String() string { return s.min.String() + "-" + s.max.String() }
+
+// Set accepts "20ms-40ms", or a single duration for a constant latency.
+func (s *span) Set(text string) error {
+	loText, hiText, isRange := strings.Cut(text, "-")
+	if !isRange {
+		hiText = loText
+	}
+	lo, err := time.ParseDuration(loText)
+	if err != nil {
+		return err
+	}
+	hi, err := time.ParseDuration(hiText)
+	if err != nil {
+		return err
+	}
+	if lo < 0 || hi < lo {
+		return fmt.Errorf("want 0 <= low <= high, got %s", text)
+	}
+	s.min, s.max = lo, hi
+	return nil
+}
+
+// profile is the server's latency distribution: mostly fast, sometimes
+// slow, like a replica that stalls now and then on GC or a cold cache.
+type profile struct {
+	fast, slow span
+	slowFrac   float64
+}
+
+// latencies draws from a profile. One seeded source serves every request,
+// so a seed fixes the sequence drawn, though not which request gets which.
+type latencies struct {
+	profile profile
+	mu      sync.Mutex // rand.Rand is not safe for concurrent use
+	rng     *rand.Rand
+}
+
+func newLatencies(p profile, seed uint64) *latencies {
+	return &latencies{profile: p, rng: rand.New(rand.NewPCG(seed, seed))}
+}
+
+func (l *latencies) draw() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.profile.fast
+	if l.rng.Float64() < l.profile.slowFrac {
+		s = l.profile.slow
+	}
+	return s.min + time.Duration(l.rng.Int64N(int64(s.max-s.min)+1))
+}
+
+// server is a loopback HTTP server with a skewed latency profile.
+type server struct {
+	url      string
+	requests atomic.Int64 // requests received, cancelled ones included
+	http     *http.Server
+	served   chan error
+}
+
+// startServer listens on a free loopback port; it never listens beyond
+// this machine.
+func startServer(p profile, seed uint64) (*server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	lat := newLatencies(p, seed)
+	s := &server{url: "http://" + ln.Addr().String() + "/", served: make(chan error, 1)}
+	s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		wait := time.NewTimer(lat.draw())
+		defer wait.Stop()
+		select {
+		case <-wait.C:
+			w.Write([]byte("ok\n"))
+		case <-r.Context().Done():
+			// The client gave up (a hedge won, or the deadline passed):
+			// stop working on its behalf, as a real replica should.
+		}
+	})}
+	go func() { s.served <- s.http.Serve(ln) }()
+	return s, nil
+}
+
+// close shuts the server down and waits until it has stopped serving.
+func (s *server) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, s.http.Close())
+	}
+	if serveErr := <-s.served; !errors.Is(serveErr, http.ErrServerClosed) {
+		err = errors.Join(err, serveErr)
+	}
+	return err
+}

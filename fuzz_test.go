@@ -1,0 +1,306 @@
+package hedge_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tailcut/hedge"
+)
+
+// A timeline scripts one call: the policy and what each attempt does.
+type timeline struct {
+	delay   time.Duration
+	max     int
+	timeout time.Duration
+	steps   []script
+}
+
+type kind int
+
+const (
+	accept kind = iota
+	retryable
+	terminal
+	panics
+)
+
+type script struct {
+	after  time.Duration
+	kind   kind
+	ignore bool // runs to the end even when cancelled
+}
+
+// decodeTimeline turns fuzz bytes into a timeline.
+func decodeTimeline(data []byte) timeline {
+	at := func(i int) byte {
+		if i < len(data) {
+			return data[i]
+		}
+		return 0
+	}
+	tl := timeline{
+		delay:   []time.Duration{0, 30 * ms, 100 * ms, -1}[at(0)%4],
+		max:     1 + int(at(1)%4),
+		timeout: []time.Duration{0, 150 * ms, 250 * ms, 400 * ms}[at(2)%4],
+	}
+	for k := range tl.max {
+		a, b := at(3+2*k), at(4+2*k)
+		tl.steps = append(tl.steps, script{
+			after:  time.Duration(1+int(a)%250) * ms,
+			kind:   kind(b % 4),
+			ignore: b&4 != 0,
+		})
+	}
+	return tl
+}
+
+// verdict is what a call did, as the model predicts it or as Do did it.
+type verdict struct {
+	At       time.Duration
+	Winner   int    // the attempt whose value Do returned; -1: none
+	Err      string // "", "busy", "deadline", "panic"
+	Starts   []time.Duration
+	Discards []int // attempts whose values went to Discard, sorted
+}
+
+// model is the reference: a discrete-event replay of the rules in Do's
+// documentation, with none of its concurrency. ok is false when two events
+// fall on the same instant, where the rules leave the order open.
+func model(tl timeline) (v verdict, ok bool) {
+	type event int
+	const (
+		hedgeDue event = iota
+		deadline
+		ends // ends+k: attempt k ends
+	)
+	var (
+		now      time.Duration
+		starts   []time.Duration
+		inflight = map[int]bool{}
+		nextAt   = time.Duration(-1)
+		ended    []int // attempts that reached their own end before the decision
+	)
+	worth := func() bool {
+		if tl.timeout == 0 {
+			return true
+		}
+		left := tl.timeout - now
+		return left > 0 && left >= tl.delay/2
+	}
+	start := func() {
+		starts = append(starts, now)
+		inflight[len(starts)-1] = true
+		nextAt = -1
+		if len(starts) < tl.max && tl.delay >= 0 {
+			nextAt = now + tl.delay
+		}
+	}
+	tryStart := func() bool {
+		if len(starts) >= tl.max || !worth() {
+			return false
+		}
+		start()
+		return true
+	}
+	decide := func(winner int, err string) verdict {
+		var discards []int
+		for k, s := range tl.steps {
+			if k >= len(starts) || k == winner || (s.kind != accept && s.kind != retryable) {
+				continue
+			}
+			if slices.Contains(ended, k) || s.ignore {
+				discards = append(discards, k)
+			}
+		}
+		return verdict{At: now, Winner: winner, Err: err, Starts: starts, Discards: discards}
+	}
+	start()
+	for {
+		next, what, tie := time.Duration(-1), event(0), false
+		consider := func(at time.Duration, e event) {
+			switch {
+			case at < 0:
+			case next < 0 || at < next:
+				next, what, tie = at, e, false
+			case at == next:
+				tie = true
+			}
+		}
+		consider(nextAt, hedgeDue)
+		if tl.timeout > 0 {
+			consider(tl.timeout, deadline)
+		}
+		for k := range inflight {
+			consider(starts[k]+tl.steps[k].after, ends+event(k))
+		}
+		if tie {
+			return verdict{}, false
+		}
+		now = next
+		switch what {
+		case deadline:
+			return decide(-1, "deadline"), true
+		case hedgeDue:
+			nextAt = -1
+			tryStart()
+			continue
+		}
+		k := int(what - ends)
+		delete(inflight, k)
+		ended = append(ended, k)
+		switch tl.steps[k].kind {
+		case accept:
+			return decide(k, ""), true
+		case terminal:
+			return decide(k, "busy"), true
+		case panics:
+			return decide(-1, "panic"), true
+		}
+		if k == len(starts)-1 {
+			nextAt = -1
+		}
+		if !tryStart() && len(inflight) == 0 {
+			return decide(k, ""), true // the retryable value, as fn returned it
+		}
+	}
+}
+
+type answer struct {
+	attempt int
+	kind    kind
+}
+
+// run plays tl through Do in a synctest bubble.
+func run(t *testing.T, tl timeline) verdict {
+	var got verdict
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu       sync.Mutex
+			t0       = time.Now()
+			starts   []time.Duration
+			discards []int
+			permits  = &ledger{grants: hedge.MaxAttemptsLimit}
+		)
+		p := hedge.Policy[answer]{
+			Delay: hedge.Fixed(tl.delay), MaxAttempts: tl.max, Timeout: tl.timeout, Budget: permits,
+			Classify: func(a answer, err error) hedge.Outcome {
+				if err == nil && a.kind == retryable {
+					return hedge.Retryable
+				}
+				return hedge.Classify(a, err)
+			},
+			Discard: func(a answer) {
+				mu.Lock()
+				discards = append(discards, a.attempt)
+				mu.Unlock()
+			},
+		}
+		fn := func(ctx context.Context) (answer, error) {
+			k := hedge.Attempt(ctx)
+			mu.Lock()
+			starts = append(starts, time.Since(t0))
+			mu.Unlock()
+			s := tl.steps[k]
+			a := answer{k, s.kind}
+			if s.ignore {
+				time.Sleep(s.after)
+			} else {
+				select {
+				case <-time.After(s.after):
+				case <-ctx.Done():
+					return a, ctx.Err()
+				}
+			}
+			switch s.kind {
+			case terminal:
+				return a, hedge.Permanent(errBusy)
+			case panics:
+				panic(k)
+			}
+			return a, nil
+		}
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					if _, ok := v.(*hedge.PanicError); !ok {
+						panic(v)
+					}
+					got.Err = "panic"
+				}
+			}()
+			a, err := hedge.Do(t.Context(), p, fn)
+			got.Winner = a.attempt
+			switch {
+			case err == nil:
+			case errors.Is(err, errBusy):
+				got.Err = "busy"
+			case errors.Is(err, context.DeadlineExceeded):
+				got.Err, got.Winner = "deadline", -1
+			default:
+				t.Fatalf("Do returned %v", err)
+			}
+		}()
+		got.At = time.Since(t0)
+		if got.Err == "panic" {
+			got.Winner = -1
+		}
+		time.Sleep(time.Second) // every attempt has ended by now
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		got.Starts = starts
+		slices.Sort(discards)
+		got.Discards = discards
+		permits.mu.Lock()
+		defer permits.mu.Unlock()
+		if permits.inflight != 0 {
+			t.Errorf("%d budget permits outlive the call", permits.inflight)
+		}
+		if dones := countPrefix(permits.log, "done "); dones != len(starts) {
+			t.Errorf("budget heard Done %d times for %d attempts", dones, len(starts))
+		}
+	})
+	return got
+}
+
+func countPrefix(log []string, prefix string) int {
+	n := 0
+	for _, s := range log {
+		if len(s) >= len(prefix) && s[:len(prefix)] == prefix {
+			n++
+		}
+	}
+	return n
+}
+
+func FuzzDo(f *testing.F) {
+	for _, seed := range [][]byte{
+		{2, 2, 0, 50, 0, 50, 0},           // fast primary
+		{2, 2, 0, 250, 0, 50, 0},          // hedge wins
+		{2, 3, 0, 30, 1, 200, 0, 98, 0},   // retryable shortcut
+		{1, 3, 2, 200, 4, 200, 4, 200, 4}, // deadline, attempts ignore ctx
+		{2, 2, 0, 250, 4, 50, 3},          // hedge panics
+		{0, 4, 3, 30, 1, 20, 1, 10, 1, 5, 1},
+		{3, 3, 1, 90, 1, 40, 2, 9, 0},
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tl := decodeTimeline(data)
+		want, ok := model(tl)
+		if !ok {
+			t.Skip("two events at one instant: the order is open")
+		}
+		got := run(t, tl)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("timeline %+v (-model +Do)\n%s", tl, diff)
+		}
+	})
+}
