@@ -39,6 +39,7 @@ type call[T any] struct {
 	started   int
 	inflight  int
 	nextAt    time.Time     // when the next timed hedge is due; zero: none
+	kick      bool          // a step is due now; start it after unlocking
 	lastDelay time.Duration // the delay that set nextAt
 
 	// The last retryable result, returned if nothing better comes.
@@ -83,7 +84,10 @@ func (c *call[T]) now() time.Time {
 func (c *call[T]) step() {
 	c.mu.Lock()
 	a, d := c.advance()
-	c.mu.Unlock()
+	kick := c.unlock()
+	if kick {
+		go c.stepFn()
+	}
 	c.drop(d)
 	for a != nil {
 		a = c.run(a)
@@ -170,7 +174,7 @@ func (c *call[T]) arm(now time.Time) {
 	d := at.Sub(now)
 	switch {
 	case d <= 0:
-		go c.stepFn()
+		c.kick = true // started by whoever unlocks, so it does not wait on c.mu
 	case c.clock != nil && c.ctimer != nil:
 		c.ctimer.Reset(d)
 	case c.clock != nil:
@@ -251,9 +255,18 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 		d = c.dropKept()
 		c.settle(a, r.v, r.err, r.o)
 	}
-	c.mu.Unlock()
+	if c.unlock() {
+		go c.stepFn()
+	}
 	c.drop(d)
 	return next
+}
+
+// unlock releases c.mu and reports whether a step is due at once.
+func (c *call[T]) unlock() (kick bool) {
+	kick, c.kick = c.kick, false
+	c.mu.Unlock()
+	return kick
 }
 
 // settle ends the call with attempt a's result. Called with c.mu held.
