@@ -17,7 +17,7 @@ import (
 // allocations: the call, stepFn, the timer.
 type call[T any] struct {
 	mu   sync.Mutex
-	wake sync.Cond // Do waits on it for decided
+	wake sync.Cond // Do waits on it for decided and discarding == 0
 
 	fn       func(context.Context) (T, error)
 	parent   context.Context
@@ -47,15 +47,16 @@ type call[T any] struct {
 	keptVal T
 	keptErr error
 
-	decided  bool
-	val      T
-	err      error
-	winner   int
-	outcome  Outcome
-	panicked *PanicError
-	goexit   bool
-	refusals int
-	skips    int
+	decided    bool
+	discarding int // early drops not yet through Discard; Do waits for them
+	val        T
+	err        error
+	winner     int
+	outcome    Outcome
+	panicked   *PanicError
+	goexit     bool
+	refusals   int
+	skips      int
 }
 
 // result is what one attempt's function did.
@@ -67,10 +68,13 @@ type result[T any] struct {
 	panic    *PanicError // fn or the classifier panicked
 }
 
-// drop is a value bound for Discard, handed over outside the lock.
+// drop is a value bound for Discard, handed over outside the lock. An
+// early drop was superseded before the decision: Do waits for its Discard,
+// so that Do's return orders after it.
 type drop[T any] struct {
-	v  T
-	ok bool
+	v     T
+	ok    bool
+	early bool
 }
 
 func (c *call[T]) now() time.Time {
@@ -234,7 +238,7 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 	}
 	switch {
 	case c.decided:
-		d = drop[T]{r.v, r.returned && r.err == nil}
+		d = drop[T]{v: r.v, ok: r.returned && r.err == nil} // a late loser
 	case !r.returned:
 		c.panicked, c.goexit = r.panic, r.panic == nil
 		c.winner, c.outcome = -1, Terminal
@@ -291,7 +295,10 @@ func (c *call[T]) dropKept() drop[T] {
 		return drop[T]{}
 	}
 	var zero T
-	d := drop[T]{c.keptVal, c.keptErr == nil}
+	d := drop[T]{c.keptVal, c.keptErr == nil && c.discard != nil, true}
+	if d.ok {
+		c.discarding++
+	}
 	c.kept.cancel(context.Canceled)
 	c.kept, c.keptVal, c.keptErr = nil, zero, nil
 	return d
@@ -320,7 +327,16 @@ func (c *call[T]) finish(winner *attemptCtx, cancel error) {
 }
 
 func (c *call[T]) drop(d drop[T]) {
-	if d.ok && c.discard != nil {
-		c.discard(d.v)
+	if !d.ok || c.discard == nil {
+		return
 	}
+	if d.early {
+		defer func() {
+			c.mu.Lock()
+			c.discarding--
+			c.wake.Signal()
+			c.mu.Unlock()
+		}()
+	}
+	c.discard(d.v)
 }

@@ -47,27 +47,32 @@ func TestDiscard(t *testing.T) {
 		timeout  time.Duration
 		attempts []attempt
 		want     int         // the attempt whose response Do returns; -1 for none
-		closed   map[int]int // attempt → times discarded
+		early    map[int]int // attempt → times discarded when Do returns
+		closed   map[int]int // attempt → times discarded in the end
 	}{{
 		name:     "a loser that answers late",
 		attempts: []attempt{{300 * ms, 200}, {50 * ms, 200}, {500 * ms, 200}},
 		want:     1,
+		early:    map[int]int{},
 		closed:   map[int]int{0: 1},
 	}, {
 		name:     "superseded retryable responses",
 		attempts: []attempt{{30 * ms, 503}, {30 * ms, 503}, {30 * ms, 200}},
 		want:     2,
+		early:    map[int]int{0: 1, 1: 1},
 		closed:   map[int]int{0: 1, 1: 1},
 	}, {
 		name:     "every response retryable: the last is returned",
 		attempts: []attempt{{30 * ms, 503}, {30 * ms, 503}, {30 * ms, 503}},
 		want:     2,
+		early:    map[int]int{0: 1, 1: 1},
 		closed:   map[int]int{0: 1, 1: 1},
 	}, {
 		name:     "a kept retryable response when the deadline passes",
 		timeout:  200 * ms,
 		attempts: []attempt{{30 * ms, 503}, {400 * ms, 200}, {400 * ms, 200}},
 		want:     -1,
+		early:    map[int]int{0: 1},
 		closed:   map[int]int{0: 1, 1: 1, 2: 1},
 	}}
 	for _, tt := range tests {
@@ -87,6 +92,11 @@ func TestDiscard(t *testing.T) {
 				if err == nil {
 					got = resp.attempt
 				}
+				c.mu.Lock()
+				if diff := cmp.Diff(tt.early, c.closed); diff != "" {
+					t.Errorf("discarded when Do returned (-want +got)\n%s", diff)
+				}
+				c.mu.Unlock()
 				time.Sleep(time.Second)
 				synctest.Wait()
 				if got != tt.want {

@@ -96,7 +96,7 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		unlink = context.AfterFunc(ctx, c.stepFn)
 	}
 	c.mu.Lock()
-	for !c.decided {
+	for !c.decided || c.discarding > 0 {
 		c.wake.Wait()
 	}
 	v, err, pe, goexit := c.val, c.err, c.panicked, c.goexit

@@ -51,8 +51,10 @@ type Policy[T any] struct {
 	// Discard receives, exactly once, every value fn returned with a nil
 	// error that Do did not return: a loser that answered late, a
 	// retryable result superseded by a later one. Use it to close a
-	// response body. Nil drops them. It runs on an attempt's goroutine or
-	// on Do's, possibly after Do returned, and must not panic.
+	// response body. Nil drops them. It runs on an attempt's goroutine and
+	// must not panic. A value superseded before Do decided is discarded
+	// before Do returns; a loser that answers after the decision is
+	// discarded when it answers.
 	Discard func(T)
 
 	// Observer receives a summary of every call. Nil observes nothing.
