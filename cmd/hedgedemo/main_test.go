@@ -34,6 +34,7 @@ func TestPercentiles(t *testing.T) {
 		{"ties", []time.Duration{5 * ms, 5 * ms, 1 * ms}, []float64{0.34, 0.99}, []time.Duration{5 * ms, 5 * ms}},
 		{"table columns of 1000", oneToThousand, columns,
 			[]time.Duration{500 * ms, 950 * ms, 990 * ms, 999 * ms, 1000 * ms}},
+		{"float rounding", oneToThousand[900:], []float64{0.07, 0.29}, []time.Duration{7 * ms, 29 * ms}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,59 +75,69 @@ func TestSpanSet(t *testing.T) {
 // exercise hedging without taking seconds.
 var testProfile = profile{fast: span{1 * ms, 3 * ms}, slow: span{80 * ms, 120 * ms}, slowFrac: 0.2}
 
-// TestDriveClosesEveryBody runs real calls over loopback through both
-// policies and checks that every response body the client opened, the
-// winners' and the losers' alike, was closed.
+// TestDriveClosesEveryBody makes real calls over loopback and checks
+// that every response body the client opened, the winners' and the
+// losers' alike, was closed.
 func TestDriveClosesEveryBody(t *testing.T) {
-	checkNoLeaks(t)
-	srv, err := startServer(testProfile, 1)
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name     string
+		profile  profile
+		attempts int
+		delay    time.Duration
+	}{
+		{"no hedging", testProfile, 1, 20 * ms},
+		{"hedging", testProfile, 2, 20 * ms},
+		// Twin attempts that answer together: often both get a response
+		// before Do cancels the loser, whose body then goes to Discard.
+		{"racing twins", profile{fast: span{2 * ms, 2 * ms}}, 2, 0},
 	}
-	defer func() {
-		if err := srv.close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	transport := newTransport(4)
-	defer transport.CloseIdleConnections()
-	bodies := &countingTransport{next: transport}
-	client := &http.Client{Transport: bodies}
-
-	const calls = 100
-	for _, attempts := range []int{1, 2} {
-		var ticks atomic.Int64
-		r := drive(t.Context(), client, srv.url, newPolicy(attempts, 20*ms, 2*time.Second), calls, 4,
-			func() { ticks.Add(1) })
-		if r.failures != 0 {
-			t.Errorf("MaxAttempts %d: %d calls failed, first: %v", attempts, r.failures, r.firstErr)
-		}
-		if len(r.latencies) != calls || ticks.Load() != calls || r.stats.Calls != calls {
-			t.Errorf("MaxAttempts %d: %d latencies, %d progress ticks, %d calls observed; want %d each",
-				attempts, len(r.latencies), ticks.Load(), r.stats.Calls, calls)
-		}
-		for i, d := range r.latencies {
-			if d <= 0 {
-				t.Errorf("MaxAttempts %d: call %d took %v", attempts, i, d)
-				break
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkNoLeaks(t)
+			srv, err := startServer(tt.profile, 1)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if wins := r.stats.Wins[0] + r.stats.Wins[1]; wins != calls {
-			t.Errorf("MaxAttempts %d: %d calls won, want %d", attempts, wins, calls)
-		}
-		if attempts == 1 && r.stats.Attempts != calls {
-			t.Errorf("MaxAttempts 1: %d attempts for %d calls", r.stats.Attempts, calls)
-		}
-	}
+			defer func() {
+				if err := srv.close(); err != nil {
+					t.Error(err)
+				}
+			}()
+			transport := newTransport(4)
+			defer transport.CloseIdleConnections()
+			bodies := &countingTransport{next: transport}
+			client := &http.Client{Transport: bodies}
 
-	// Losers may still be returning, and handing their bodies to Discard,
-	// after Do has returned: wait for them before counting.
-	waitUntil(func() bool { return bodies.opened.Load() == bodies.closed.Load() })
-	if opened, closed := bodies.opened.Load(), bodies.closed.Load(); opened != closed {
-		t.Errorf("%d response bodies opened, %d closed", opened, closed)
-	}
-	if opened, atLeast := bodies.opened.Load(), int64(2*calls); opened < atLeast {
-		t.Errorf("%d response bodies opened, want at least %d", opened, atLeast)
+			const calls = 100
+			var ticks atomic.Int64
+			r := drive(t.Context(), client, srv.url, newPolicy(tt.attempts, tt.delay, 2*time.Second), calls, 4,
+				func() { ticks.Add(1) })
+			if r.failures != 0 {
+				t.Errorf("%d calls failed, first: %v", r.failures, r.firstErr)
+			}
+			if len(r.latencies) != calls || ticks.Load() != calls || r.stats.Calls != calls {
+				t.Errorf("%d latencies, %d progress ticks, %d calls observed; want %d each",
+					len(r.latencies), ticks.Load(), r.stats.Calls, calls)
+			}
+			if wins := r.stats.Wins[0] + r.stats.Wins[1]; wins != calls {
+				t.Errorf("%d calls won, want %d", wins, calls)
+			}
+			if tt.attempts == 1 && r.stats.Attempts != calls {
+				t.Errorf("%d attempts for %d calls, want one each", r.stats.Attempts, calls)
+			}
+
+			// Losers may still be returning, and handing their bodies to
+			// Discard, after Do has returned: wait for them before counting.
+			waitUntil(func() bool { return bodies.opened.Load() == bodies.closed.Load() })
+			opened, closed := bodies.opened.Load(), bodies.closed.Load()
+			if opened != closed {
+				t.Errorf("%d response bodies opened, %d closed", opened, closed)
+			}
+			if opened < calls {
+				t.Errorf("%d response bodies opened for %d calls", opened, calls)
+			}
+			t.Logf("%d attempts, %d bodies, %d of them losers'", r.stats.Attempts, opened, opened-calls)
+		})
 	}
 }
 

@@ -27,8 +27,8 @@ func percentiles(samples []time.Duration, qs ...float64) []time.Duration {
 		return out
 	}
 	for i, q := range qs {
-		// The epsilon keeps 0.999*1000, which is 999.0000000000001 in
-		// floating point, at rank 999 rather than 1000.
+		// The epsilon keeps 0.07*100, which is 7.000000000000001 in
+		// floating point, at rank 7 rather than 8.
 		rank := int(math.Ceil(q*float64(len(sorted)) - 1e-9))
 		out[i] = sorted[min(max(rank, 1), len(sorted))-1]
 	}
