@@ -22,6 +22,7 @@ type call[T any] struct {
 	fn       func(context.Context) (T, error)
 	parent   context.Context
 	delay    Delay
+	learner  Learner // delay, if it learns; nil otherwise
 	classify func(T, error) Outcome // nil: classifyErr, without a generic func value's allocation
 	budget   Budget
 	discard  func(T)
@@ -57,6 +58,13 @@ type call[T any] struct {
 	goexit     bool
 	refusals   int
 	skips      int
+
+	// What the learner hears: how long the primary ran, and whether it
+	// answered (false: it was still running at the decision).
+	primaryStart time.Time
+	primaryRan   time.Duration
+	primaryDone  bool
+	learn        bool
 }
 
 // result is what one attempt's function did.
@@ -153,6 +161,9 @@ func (c *call[T]) start(now time.Time) *attemptCtx {
 		c.last.next = a
 	}
 	a.parent, a.n, a.deadline = c.parent, k, c.deadline
+	if k == 0 {
+		c.primaryStart = now
+	}
 	c.last = a
 	c.started++
 	c.inflight++
@@ -226,6 +237,13 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 	var next *attemptCtx
 	c.mu.Lock()
 	c.inflight--
+	if c.learner != nil && a == &c.primary && !c.decided {
+		c.primaryDone = true
+		// Only an accepted answer says how long a good one takes.
+		if c.learn = r.returned && r.o == Accept; c.learn {
+			c.primaryRan = c.now().Sub(c.primaryStart)
+		}
+	}
 	if c.budget != nil {
 		o := r.o
 		if !r.returned {
@@ -310,6 +328,11 @@ func (c *call[T]) dropKept() drop[T] {
 func (c *call[T]) finish(winner *attemptCtx, cancel error) {
 	c.decided = true
 	c.nextAt = time.Time{}
+	if c.learner != nil && c.started > 0 && !c.primaryDone {
+		// The primary lost or was cut off: it would have run at least
+		// this long.
+		c.primaryRan, c.learn = c.now().Sub(c.primaryStart), true
+	}
 	if c.timer != nil {
 		c.timer.Stop()
 	}

@@ -36,3 +36,28 @@ type DelayFunc func(ctx context.Context, k int) time.Duration
 
 // Next calls f(ctx, k).
 func (f DelayFunc) Next(ctx context.Context, k int) time.Duration { return f(ctx, k) }
+
+// Learner is a Delay that learns from the calls it schedules. After every
+// call, Do tells it how long the primary ran. If the primary answered with
+// an accepted result, primary is its latency and complete is true. If the
+// primary was still running when the call was decided (a hedge won, or
+// the deadline or the caller cut the call off), primary is how long it had
+// run, a lower bound on its latency, and complete is false. Recording
+// that bound, rather than dropping the primaries that lost, is what keeps
+// a learned percentile from sinking and making hedging feed itself. Do
+// does not call Learn when the primary answered with a retryable or
+// terminal result, or panicked: such an answer says nothing about how
+// long a good one takes.
+//
+// Learn runs on the caller's goroutine, once per call, after the decision
+// and before Do returns; it must be safe for concurrent use.
+type Learner interface {
+	Delay
+	Learn(ctx context.Context, primary time.Duration, complete bool)
+}
+
+// validator is a Delay of this package whose settings can be wrong; Do
+// reports the error, wrapping ErrInvalidPolicy, without calling fn.
+type validator interface {
+	validate() error
+}

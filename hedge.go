@@ -79,6 +79,12 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if c.delay == nil {
 		c.delay = defaultDelay
 	}
+	if v, ok := c.delay.(validator); ok {
+		if err := v.validate(); err != nil {
+			return zero, err
+		}
+	}
+	c.learner, _ = c.delay.(Learner)
 	c.wake.L = &c.mu
 	c.stepFn = c.step
 	c.begin = c.now()
@@ -105,7 +111,11 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		BudgetRefusals: c.refusals, DeadlineSkips: c.skips, Panicked: pe != nil || goexit,
 	}
 	c.val = zero // the call may outlive Do in a loser; do not pin the result
+	learn, ran, complete := c.learn, c.primaryRan, c.primaryDone
 	c.mu.Unlock()
+	if learn {
+		c.learner.Learn(ctx, ran, complete)
+	}
 	if unlink != nil {
 		unlink()
 	}

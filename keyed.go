@@ -1,0 +1,98 @@
+package hedge
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Keyed keeps one Delay per key, so that one policy can hedge a fast
+// lookup and a slow export on the same host each at its own delay. Key
+// names the route of a call from its context; New makes the Delay for a
+// new key. Memory is bounded: past MaxKeys distinct keys, new keys share
+// one overflow Delay. It is a Learner and passes what it learns to the
+// key's Delay when that is one.
+//
+// The zero value is valid: every call shares one &Percentile{}. Keyed is
+// safe for concurrent use; set its fields before first use and do not
+// copy it after.
+type Keyed struct {
+	// Key returns the route of a call; it gets the caller's context. Nil
+	// puts every call under one key.
+	Key func(ctx context.Context) string
+	// New returns a fresh Delay for a key. Nil means &Percentile{}.
+	New func(key string) Delay
+	// MaxKeys bounds how many keys get their own Delay. 0 means 64.
+	MaxKeys int
+
+	delays   sync.Map // string → Delay
+	n        atomic.Int64
+	overflow atomic.Pointer[Delay]
+}
+
+// Next returns the delay of ctx's key.
+func (k *Keyed) Next(ctx context.Context, attempt int) time.Duration {
+	return k.delay(ctx).Next(ctx, attempt)
+}
+
+// Learn passes the primary's latency to the delay of ctx's key.
+func (k *Keyed) Learn(ctx context.Context, primary time.Duration, complete bool) {
+	if l, ok := k.delay(ctx).(Learner); ok {
+		l.Learn(ctx, primary, complete)
+	}
+}
+
+func (k *Keyed) validate() error {
+	if k.MaxKeys < 0 {
+		return fmt.Errorf("%w: negative Keyed.MaxKeys %d", ErrInvalidPolicy, k.MaxKeys)
+	}
+	if v, ok := k.spare().(validator); ok {
+		return v.validate()
+	}
+	return nil
+}
+
+func (k *Keyed) delay(ctx context.Context) Delay {
+	var key string
+	if k.Key != nil {
+		key = k.Key(ctx)
+	}
+	if d, ok := k.delays.Load(key); ok {
+		return d.(Delay)
+	}
+	limit := int64(k.MaxKeys)
+	if limit == 0 {
+		limit = 64
+	}
+	if k.n.Add(1) > limit {
+		k.n.Add(-1)
+		return k.spare()
+	}
+	d, loaded := k.delays.LoadOrStore(key, k.make(key))
+	if loaded {
+		k.n.Add(-1)
+	}
+	return d.(Delay)
+}
+
+// spare is the overflow Delay, shared by keys past MaxKeys.
+func (k *Keyed) spare() Delay {
+	if d := k.overflow.Load(); d != nil {
+		return *d
+	}
+	d := k.make("")
+	k.overflow.CompareAndSwap(nil, &d)
+	return *k.overflow.Load()
+}
+
+func (k *Keyed) make(key string) Delay {
+	if k.New == nil {
+		return &Percentile{}
+	}
+	if d := k.New(key); d != nil {
+		return d
+	}
+	return defaultDelay
+}

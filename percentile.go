@@ -1,0 +1,133 @@
+package hedge
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Percentile is a Delay that hedges at a quantile of the primary's recent
+// latency, learned from the calls it schedules (it is a Learner). Usable
+// as &hedge.Percentile{Quantile: 0.9}; the zero value is valid and hedges
+// at the p95. Use one Percentile per upstream (or a Keyed per route): it
+// is safe for any number of goroutines and policies sharing it. Its
+// fields are read once, on first use; do not change or copy it after.
+//
+// The estimate is the Quantile of the last one to two Windows of
+// samples, within 2 % (log-spaced buckets), recomputed every 32 samples.
+// After the upstream's latency shifts, the delay follows within two
+// Windows of calls. Primaries that lost count at how long they had run,
+// a lower bound above the current delay, so the estimate neither sinks
+// nor rises as hedges win. Recording takes two atomic adds: no lock.
+//
+// Do reports a bad setting (Quantile outside (0, 1) or NaN, a negative
+// Window, Floor or Ceiling, Floor above Ceiling) as an error wrapping
+// ErrInvalidPolicy from every call, without calling fn.
+type Percentile struct {
+	// Quantile of the primary's latency to hedge at, in (0, 1). 0 means
+	// 0.95: about one call in twenty is hedged.
+	Quantile float64
+	// Window is how many samples make one generation of the estimate.
+	// 0 means 1000.
+	Window int
+	// Floor and Ceiling bound the delay. 0 means 1ms and 10s.
+	Floor, Ceiling time.Duration
+	// Initial is the delay until 10/(1-Quantile) samples (200 at p95,
+	// at least 20, at most Window) have been seen. 0 means Ceiling: no
+	// hedging before the upstream is known.
+	Initial time.Duration
+
+	state atomic.Pointer[percentileState]
+}
+
+type percentileState struct {
+	err            error
+	q              float64
+	window, warm   uint64
+	floor, ceiling time.Duration
+
+	n     atomic.Uint64
+	delay atomic.Int64 // the current answer, in ns
+	gens  [3]histogram // current, previous, and the next, cleared ahead
+}
+
+// Next returns the current delay, whatever the attempt.
+func (p *Percentile) Next(context.Context, int) time.Duration {
+	return time.Duration(p.load().delay.Load())
+}
+
+// Learn records how long a primary ran. A lower bound below the current
+// delay is dropped: the call was cut off before it could tell whether
+// the primary would have beaten the delay.
+func (p *Percentile) Learn(_ context.Context, primary time.Duration, complete bool) {
+	s := p.load()
+	if s.err != nil || (!complete && primary < time.Duration(s.delay.Load())) {
+		return
+	}
+	i := s.n.Add(1) - 1
+	gen := (i / s.window) % 3
+	if i%s.window == 0 {
+		// A new generation starts: clear the one after it, which is two
+		// windows old and no longer part of the estimate.
+		s.gens[(gen+1)%3].reset()
+	}
+	s.gens[gen].add(primary)
+	if i+1 >= s.warm && (i+1 == s.warm || (i+1)%32 == 0) {
+		d, _ := quantile(s.q, &s.gens[gen], &s.gens[(gen+2)%3])
+		s.delay.Store(int64(min(max(d, s.floor), s.ceiling)))
+	}
+}
+
+func (p *Percentile) validate() error { return p.load().err }
+
+func (p *Percentile) load() *percentileState {
+	if s := p.state.Load(); s != nil {
+		return s
+	}
+	s := p.newState()
+	if p.state.CompareAndSwap(nil, s) {
+		return s
+	}
+	return p.state.Load()
+}
+
+func (p *Percentile) newState() *percentileState {
+	s := &percentileState{q: p.Quantile, floor: p.Floor, ceiling: p.Ceiling}
+	if s.q == 0 {
+		s.q = 0.95
+	}
+	if s.floor == 0 {
+		s.floor = time.Millisecond
+	}
+	if s.ceiling == 0 {
+		s.ceiling = 10 * time.Second
+	}
+	window := p.Window
+	if window == 0 {
+		window = 1000
+	}
+	switch {
+	case math.IsNaN(s.q) || s.q <= 0 || s.q >= 1:
+		s.err = fmt.Errorf("%w: Percentile.Quantile %v is outside (0, 1)", ErrInvalidPolicy, p.Quantile)
+	case window < 0:
+		s.err = fmt.Errorf("%w: negative Percentile.Window %d", ErrInvalidPolicy, p.Window)
+	case s.floor < 0 || s.ceiling < 0 || p.Initial < 0:
+		s.err = fmt.Errorf("%w: negative Percentile.Floor, Ceiling or Initial", ErrInvalidPolicy)
+	case s.floor > s.ceiling:
+		s.err = fmt.Errorf("%w: Percentile.Floor %v above Ceiling %v", ErrInvalidPolicy, s.floor, s.ceiling)
+	}
+	if s.err != nil {
+		s.delay.Store(-1)
+		return s
+	}
+	s.window = uint64(window)
+	s.warm = min(max(uint64(math.Ceil(10/(1-s.q))), 20), s.window)
+	initial := p.Initial
+	if initial == 0 {
+		initial = s.ceiling
+	}
+	s.delay.Store(int64(initial))
+	return s
+}
