@@ -22,7 +22,7 @@ type call[T any] struct {
 	fn       func(context.Context) (T, error)
 	parent   context.Context
 	delay    Delay
-	learner  Learner // delay, if it learns; nil otherwise
+	learner  Learner                // delay, if it learns; nil otherwise
 	classify func(T, error) Outcome // nil: classifyErr, without a generic func value's allocation
 	budget   Budget
 	discard  func(T)
