@@ -139,4 +139,15 @@ func BenchmarkParallelFastPath(b *testing.B) {
 			}
 		})
 	})
+	b.Run("hedge-percentile", func(b *testing.B) {
+		b.ReportAllocs()
+		var stats hedge.Stats
+		// Floor an hour above the instant answers: the fast path, learning.
+		p := hedge.Policy[int]{Delay: &hedge.Percentile{Floor: time.Hour, Ceiling: time.Hour}, Observer: &stats}
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				hedge.Do(ctx, p, answer1)
+			}
+		})
+	})
 }

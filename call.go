@@ -115,12 +115,14 @@ func (c *call[T]) advance() (*attemptCtx, drop[T]) {
 	if err := c.parent.Err(); err != nil {
 		return nil, c.end(context.Cause(c.parent), err)
 	}
+	if c.started == 0 {
+		// The primary starts when Do was called: its schedule and its
+		// latency count from there, and it saves reading the clock.
+		return c.start(c.begin), drop[T]{}
+	}
 	now := c.now()
 	if !c.deadline.IsZero() && !now.Before(c.deadline) {
 		return nil, c.end(context.DeadlineExceeded, context.DeadlineExceeded)
-	}
-	if c.started == 0 {
-		return c.start(now), drop[T]{}
 	}
 	if c.nextAt.IsZero() || now.Before(c.nextAt) {
 		c.arm(now) // an early or stale timer: keep the real one

@@ -16,7 +16,8 @@ import (
 // fields are read once, on first use; do not change or copy it after.
 //
 // The estimate is the Quantile of the last one to two Windows of
-// samples, within 2 % (log-spaced buckets), recomputed every 32 samples.
+// samples, within 2 % (log-spaced buckets), recomputed every Window/8
+// samples.
 // After the upstream's latency shifts, the delay follows within two
 // Windows of calls. Primaries that lost count at how long they had run,
 // a lower bound above the current delay, so the estimate neither sinks
@@ -46,10 +47,12 @@ type percentileState struct {
 	err            error
 	q              float64
 	window, warm   uint64
+	every          uint64 // samples between recomputations
 	floor, ceiling time.Duration
 
+	delay atomic.Int64 // the current answer, in ns: read by every call
+	_     [56]byte     // keep the writes to n off delay's cache line
 	n     atomic.Uint64
-	delay atomic.Int64 // the current answer, in ns
 	gens  [3]histogram // current, previous, and the next, cleared ahead
 }
 
@@ -74,7 +77,7 @@ func (p *Percentile) Learn(_ context.Context, primary time.Duration, complete bo
 		s.gens[(gen+1)%3].reset()
 	}
 	s.gens[gen].add(primary)
-	if i+1 >= s.warm && (i+1 == s.warm || (i+1)%32 == 0) {
+	if i+1 >= s.warm && (i+1 == s.warm || (i+1)%s.every == 0) {
 		d, _ := quantile(s.q, &s.gens[gen], &s.gens[(gen+2)%3])
 		s.delay.Store(int64(min(max(d, s.floor), s.ceiling)))
 	}
@@ -123,6 +126,7 @@ func (p *Percentile) newState() *percentileState {
 		return s
 	}
 	s.window = uint64(window)
+	s.every = max(s.window/8, 1)
 	s.warm = min(max(uint64(math.Ceil(10/(1-s.q))), 20), s.window)
 	initial := p.Initial
 	if initial == 0 {
