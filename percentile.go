@@ -70,10 +70,8 @@ func (p *Percentile) Learn(_ context.Context, primary time.Duration, complete bo
 		return
 	}
 	i := s.n.Add(1) - 1
-	gen := (i / s.window) % 3
-	if i%s.window == 0 {
-		// A new generation starts: clear the one after it, which is two
-		// windows old and no longer part of the estimate.
+	gen, fresh := generation(i, s.window)
+	if fresh {
 		s.gens[(gen+1)%3].reset()
 	}
 	s.gens[gen].add(primary)

@@ -1,0 +1,102 @@
+package hedge_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/tailcut/hedge"
+)
+
+// draw9010 returns n latencies: 90 % uniform in 20–45ms, 10 % in
+// 450–600ms.
+func draw9010(n int, seed uint64) []time.Duration {
+	r := rand.New(rand.NewPCG(seed, 9010))
+	out := make([]time.Duration, n)
+	for i := range out {
+		if r.Float64() < 0.9 {
+			out[i] = 20*ms + time.Duration(r.Int64N(int64(25*ms)))
+		} else {
+			out[i] = 450*ms + time.Duration(r.Int64N(int64(150*ms)))
+		}
+	}
+	return out
+}
+
+func TestPlannerFindsTwoHedges(t *testing.T) {
+	ctx := context.Background()
+	p := &hedge.Planner{Load: 0.15, Window: 4000}
+	for _, d := range draw9010(4000, 1) {
+		p.Learn(ctx, d, true)
+	}
+	plan := p.Plan()
+	t.Logf("plan: %+v", plan)
+	if plan.Hedges != 2 || plan.Delay < 40*ms || plan.Delay > 60*ms {
+		t.Errorf("plan %+v: want two hedges about 45ms apart", plan)
+	}
+	if plan.Latency > 130*ms || plan.Load > 0.15 {
+		t.Errorf("plan %+v: want p99 near 110ms within 15%% extra load", plan)
+	}
+	if p.Next(ctx, 0) != plan.Delay || p.Next(ctx, 1) != plan.Delay || p.Next(ctx, 2) != -1 {
+		t.Errorf("Next does not follow the plan %+v", plan)
+	}
+}
+
+// With too little budget for two hedges, one hedge cannot move p99 off the
+// slow mode, and the planner says so.
+func TestPlannerWithinATightBudget(t *testing.T) {
+	ctx := context.Background()
+	p := &hedge.Planner{Load: 0.05, Window: 4000}
+	for _, d := range draw9010(4000, 2) {
+		p.Learn(ctx, d, true)
+	}
+	plan := p.Plan()
+	t.Logf("plan: %+v", plan)
+	if plan.Load > 0.05 || plan.Latency < 400*ms {
+		t.Errorf("plan %+v: want at most 5%% extra load and p99 left in the slow mode", plan)
+	}
+}
+
+// Learning from primaries that lost (lower bounds) as well as from those
+// that answered, the planner keeps its plan while hedging.
+func TestPlannerLearnsThroughCensoring(t *testing.T) {
+	ctx := context.Background()
+	p := &hedge.Planner{Load: 0.15, Window: 2000}
+	for _, d := range draw9010(2000, 3) { // warm-up: no hedging, every latency seen
+		p.Learn(ctx, d, true)
+	}
+	first := p.Plan()
+	// Now hedged: a primary slower than the plan's delay loses to a
+	// hedge about 30ms after it, and only that lower bound is seen.
+	for _, d := range draw9010(8000, 4) {
+		plan := p.Plan()
+		if cut := plan.Delay + 30*ms; plan.Hedges > 0 && d > cut {
+			p.Learn(ctx, cut, false)
+		} else {
+			p.Learn(ctx, d, true)
+		}
+	}
+	last := p.Plan()
+	t.Logf("plans: first %+v, last %+v", first, last)
+	if last.Hedges != 2 || math.Abs(float64(last.Delay-first.Delay)) > float64(10*ms) {
+		t.Errorf("plan drifted from %+v to %+v", first, last)
+	}
+}
+
+func TestPlannerBadInput(t *testing.T) {
+	for _, p := range []*hedge.Planner{
+		{Target: 1}, {Target: math.NaN()}, {Load: -1}, {Load: 3}, {MaxHedges: -1},
+		{MaxHedges: hedge.MaxAttemptsLimit}, {Window: 1}, {Floor: time.Second, Ceiling: ms},
+	} {
+		_, err := hedge.Do(context.Background(), hedge.Policy[int]{Delay: p}, func(context.Context) (int, error) {
+			t.Fatal("fn called")
+			return 0, nil
+		})
+		if !errors.Is(err, hedge.ErrInvalidPolicy) {
+			t.Errorf("%+v: Do = %v, want ErrInvalidPolicy", p, err)
+		}
+	}
+}
