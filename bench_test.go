@@ -139,6 +139,16 @@ func BenchmarkParallelFastPath(b *testing.B) {
 			}
 		})
 	})
+	b.Run("hedge-planner", func(b *testing.B) {
+		b.ReportAllocs()
+		var stats hedge.Stats
+		p := hedge.Policy[int]{Delay: &hedge.Planner{Floor: time.Hour, Ceiling: time.Hour}, Observer: &stats}
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				hedge.Do(ctx, p, answer1)
+			}
+		})
+	})
 	b.Run("hedge-percentile", func(b *testing.B) {
 		b.ReportAllocs()
 		var stats hedge.Stats
@@ -151,3 +161,4 @@ func BenchmarkParallelFastPath(b *testing.B) {
 		})
 	})
 }
+
