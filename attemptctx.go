@@ -13,19 +13,23 @@ import (
 // caller's context: a call registers with its caller's context once, and
 // unregisters when it returns.
 //
-// Cancellation reaches it from the call (loser, deadline, caller done),
-// never by itself. The winner's is never cancelled: values tied to it stay
-// usable after Do returns.
+// Until the call is decided, cancellation reaches it from the call (loser,
+// deadline, caller done). The winner's is then detached: values tied to it
+// stay usable after Do returns, the caller's context no longer reaches it,
+// and it enforces its deadline by itself, with a timer made only once
+// something waits on it.
 type attemptCtx struct {
 	parent   context.Context
 	n        int
-	deadline time.Time
+	deadline time.Time   // by the real clock; zero: none
 	next     *attemptCtx // the call's attempts, in start order
 
-	mu    sync.Mutex
-	done  chan struct{} // made on first Done, closed on cancel
-	err   error
-	hooks []*hook // AfterFunc registrations waiting for cancel
+	mu       sync.Mutex
+	done     chan struct{} // made on first Done, closed on cancel
+	err      error
+	hooks    []*hook     // AfterFunc registrations waiting for cancel
+	detached bool        // the winner, after the decision
+	timer    *time.Timer // enforces the deadline once detached
 }
 
 type hook struct{ f func() }
@@ -46,6 +50,7 @@ func (a *attemptCtx) Done() <-chan struct{} {
 			return closedDone
 		}
 		a.done = make(chan struct{})
+		a.watchLocked()
 	}
 	return a.done
 }
@@ -53,6 +58,9 @@ func (a *attemptCtx) Done() <-chan struct{} {
 func (a *attemptCtx) Err() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.err == nil && a.detached && !a.deadline.IsZero() && !time.Now().Before(a.deadline) {
+		a.cancelLocked(context.DeadlineExceeded)
+	}
 	return a.err
 }
 
@@ -78,6 +86,7 @@ func (a *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 	}
 	h := &hook{f}
 	a.hooks = append(a.hooks, h)
+	a.watchLocked()
 	return func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -95,6 +104,10 @@ func (a *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 func (a *attemptCtx) cancel(err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.cancelLocked(err)
+}
+
+func (a *attemptCtx) cancelLocked(err error) {
 	if a.err != nil {
 		return
 	}
@@ -106,6 +119,34 @@ func (a *attemptCtx) cancel(err error) {
 		go h.f()
 	}
 	a.hooks = nil
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+}
+
+// detach hands the winner its deadline: from now on the call no longer
+// cancels it, and it cancels itself when its deadline passes.
+func (a *attemptCtx) detach() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.detached = true
+	if a.done != nil || len(a.hooks) > 0 {
+		a.watchLocked()
+	}
+}
+
+// watchLocked arms the detached winner's deadline timer, once something
+// waits on the context: an unobserved deadline needs no timer, Err checks
+// the clock.
+func (a *attemptCtx) watchLocked() {
+	if !a.detached || a.deadline.IsZero() || a.timer != nil || a.err != nil {
+		return
+	}
+	if d := time.Until(a.deadline); d > 0 {
+		a.timer = time.AfterFunc(d, func() { a.cancel(context.DeadlineExceeded) })
+	} else {
+		a.cancelLocked(context.DeadlineExceeded)
+	}
 }
 
 // canceled reports whether the call cancelled the attempt.

@@ -161,4 +161,3 @@ func BenchmarkParallelFastPath(b *testing.B) {
 		})
 	})
 }
-

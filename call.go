@@ -17,7 +17,7 @@ import (
 // allocations: the call, stepFn, the timer.
 type call[T any] struct {
 	mu   sync.Mutex
-	wake sync.Cond // Do waits on it for decided and discarding == 0
+	wake sync.Cond // Do waits on it for decided, and for early discards
 
 	fn       func(context.Context) (T, error)
 	parent   context.Context
@@ -28,8 +28,12 @@ type call[T any] struct {
 	discard  func(T)
 	clock    clock.Clock // nil: real time
 	max      int
-	begin    time.Time
-	deadline time.Time // zero: none
+	begin    time.Time // by the policy's clock
+	deadline time.Time // the call's deadline by the policy's clock; zero: none
+	// timeoutAt is the Timeout's deadline when it comes before ctx's:
+	// ctx's own deadline reaches the call through ctx, with its cause.
+	timeoutAt    time.Time
+	realDeadline time.Time // what attempts report, by the real clock
 
 	stepFn func()
 	timer  *time.Timer
@@ -55,6 +59,7 @@ type call[T any] struct {
 	winner     int
 	outcome    Outcome
 	panicked   *PanicError
+	hookPanic  *PanicError // a panic in Delay.Next or the Budget, to re-raise
 	goexit     bool
 	refusals   int
 	skips      int
@@ -72,13 +77,14 @@ type result[T any] struct {
 	v        T
 	err      error
 	o        Outcome
+	produced bool        // fn returned normally
 	returned bool        // fn and the classifier returned normally
 	panic    *PanicError // fn or the classifier panicked
 }
 
 // drop is a value bound for Discard, handed over outside the lock. An
-// early drop was superseded before the decision: Do waits for its Discard,
-// so that Do's return orders after it.
+// early drop was superseded before the decision: Do waits for its Discard
+// when it returns a result, so that its return orders after it.
 type drop[T any] struct {
 	v     T
 	ok    bool
@@ -96,14 +102,29 @@ func (c *call[T]) now() time.Time {
 func (c *call[T]) step() {
 	c.mu.Lock()
 	a, d := c.advance()
-	kick := c.unlock()
-	if kick {
-		go c.stepFn()
-	}
+	c.unlock()
 	c.drop(d)
 	for a != nil {
 		a = c.run(a)
 	}
+}
+
+// unlock releases c.mu, first ending the call if a hook panicked, and
+// starts a step that is due at once.
+func (c *call[T]) unlock() {
+	var d drop[T]
+	if c.hookPanic != nil && !c.decided {
+		c.panicked, c.winner, c.outcome = c.hookPanic, -1, Terminal
+		d = c.dropKept()
+		c.finish(nil, context.Canceled)
+	}
+	kick := c.kick
+	c.kick = false
+	c.mu.Unlock()
+	if kick {
+		go c.stepFn()
+	}
+	c.drop(d)
 }
 
 // advance decides on the caller's context and the deadline, and claims the
@@ -121,7 +142,7 @@ func (c *call[T]) advance() (*attemptCtx, drop[T]) {
 		return c.start(c.begin), drop[T]{}
 	}
 	now := c.now()
-	if !c.deadline.IsZero() && !now.Before(c.deadline) {
+	if !c.timeoutAt.IsZero() && !now.Before(c.timeoutAt) {
 		return nil, c.end(context.DeadlineExceeded, context.DeadlineExceeded)
 	}
 	if c.nextAt.IsZero() || now.Before(c.nextAt) {
@@ -146,7 +167,7 @@ func (c *call[T]) tryStart(now time.Time) *attemptCtx {
 		c.skips++
 		return nil
 	}
-	if c.budget != nil && !c.budget.Allow(c.started) {
+	if c.budget != nil && !c.allow(c.started) {
 		c.refusals++
 		return nil
 	}
@@ -162,7 +183,7 @@ func (c *call[T]) start(now time.Time) *attemptCtx {
 		a = &attemptCtx{}
 		c.last.next = a
 	}
-	a.parent, a.n, a.deadline = c.parent, k, c.deadline
+	a.parent, a.n, a.deadline = c.parent, k, c.realDeadline
 	if k == 0 {
 		c.primaryStart = now
 	}
@@ -171,7 +192,7 @@ func (c *call[T]) start(now time.Time) *attemptCtx {
 	c.inflight++
 	c.nextAt = time.Time{}
 	if c.started < c.max {
-		d := c.delay.Next(c.parent, k)
+		d := c.next(k)
 		c.lastDelay = d
 		if d >= 0 {
 			c.nextAt = now.Add(d)
@@ -181,10 +202,10 @@ func (c *call[T]) start(now time.Time) *attemptCtx {
 	return a
 }
 
-// arm makes step run at the next hedge or the deadline, whichever is
+// arm makes step run at the next hedge or the Timeout, whichever is
 // first. Called with c.mu held.
 func (c *call[T]) arm(now time.Time) {
-	at := earliest(c.nextAt, c.deadline)
+	at := earliest(c.nextAt, c.timeoutAt)
 	if at.IsZero() {
 		return
 	}
@@ -206,6 +227,14 @@ func (c *call[T]) arm(now time.Time) {
 // run runs attempt a on this goroutine and returns the attempt to run next
 // on it, if its result made one start at once.
 func (c *call[T]) run(a *attemptCtx) (next *attemptCtx) {
+	if a.canceled() {
+		// Claimed just before the call was decided: do not call fn.
+		c.mu.Lock()
+		c.inflight--
+		c.done(a.n, Canceled)
+		c.unlock()
+		return nil
+	}
 	var r result[T]
 	// Deferred so that it also runs when fn calls runtime.Goexit.
 	defer func() { next = c.record(a, &r) }()
@@ -222,6 +251,7 @@ func (c *call[T]) invoke(a *attemptCtx, r *result[T]) {
 		}
 	}()
 	r.v, r.err = c.fn(a)
+	r.produced = true
 	if c.classify != nil {
 		r.o = c.classify(r.v, r.err)
 	} else {
@@ -235,7 +265,7 @@ func (c *call[T]) invoke(a *attemptCtx, r *result[T]) {
 
 // record takes attempt a's result into the call.
 func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
-	var d drop[T]
+	var d, own drop[T]
 	var next *attemptCtx
 	c.mu.Lock()
 	c.inflight--
@@ -254,15 +284,16 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 		if a.canceled() {
 			o = Canceled
 		}
-		c.budget.Done(a.n, o)
+		c.done(a.n, o)
 	}
 	switch {
 	case c.decided:
-		d = drop[T]{v: r.v, ok: r.returned && r.err == nil} // a late loser
+		own = drop[T]{v: r.v, ok: r.produced && r.err == nil} // a late loser
 	case !r.returned:
 		c.panicked, c.goexit = r.panic, r.panic == nil
 		c.winner, c.outcome = -1, Terminal
 		d = c.dropKept()
+		own = c.early(r.v, r.produced && r.err == nil) // the classifier failed on it
 		c.finish(nil, context.Canceled)
 	case r.o == Retryable:
 		if a == c.last {
@@ -279,18 +310,16 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 		d = c.dropKept()
 		c.settle(a, r.v, r.err, r.o)
 	}
-	if c.unlock() {
-		go c.stepFn()
+	c.unlock()
+	if next != nil && d.ok {
+		// Discard may be slow (draining a body): the next attempt must
+		// not wait for it.
+		go c.drop(d)
+	} else {
+		c.drop(d)
 	}
-	c.drop(d)
+	c.drop(own)
 	return next
-}
-
-// unlock releases c.mu and reports whether a step is due at once.
-func (c *call[T]) unlock() (kick bool) {
-	kick, c.kick = c.kick, false
-	c.mu.Unlock()
-	return kick
 }
 
 // settle ends the call with attempt a's result. Called with c.mu held.
@@ -315,18 +344,25 @@ func (c *call[T]) dropKept() drop[T] {
 		return drop[T]{}
 	}
 	var zero T
-	d := drop[T]{c.keptVal, c.keptErr == nil && c.discard != nil, true}
-	if d.ok {
-		c.discarding++
-	}
+	d := c.early(c.keptVal, c.keptErr == nil)
 	c.kept.cancel(context.Canceled)
 	c.kept, c.keptVal, c.keptErr = nil, zero, nil
 	return d
 }
 
+// early makes an early drop of v, counted until it is through Discard.
+// Called with c.mu held.
+func (c *call[T]) early(v T, ok bool) drop[T] {
+	d := drop[T]{v, ok && c.discard != nil, true}
+	if d.ok {
+		c.discarding++
+	}
+	return d
+}
+
 // finish marks the call decided, cancels every attempt but the winner,
-// releases the timer and wakes Do. Called with
-// c.mu held.
+// hands the winner its own deadline, releases the timer and wakes Do.
+// Called with c.mu held.
 func (c *call[T]) finish(winner *attemptCtx, cancel error) {
 	c.decided = true
 	c.nextAt = time.Time{}
@@ -348,6 +384,9 @@ func (c *call[T]) finish(winner *attemptCtx, cancel error) {
 			}
 		}
 	}
+	if winner != nil {
+		winner.detach()
+	}
 	c.wake.Signal()
 }
 
@@ -364,4 +403,32 @@ func (c *call[T]) drop(d drop[T]) {
 		}()
 	}
 	c.discard(d.v)
+}
+
+// next, allow and done call the policy's Delay and Budget. They run on
+// the call's goroutines, where a panic would crash the process: it is
+// caught, and re-raised in the caller's goroutine once c.mu is released.
+
+func (c *call[T]) next(k int) (d time.Duration) {
+	defer c.catch(k)
+	return c.delay.Next(c.parent, k)
+}
+
+func (c *call[T]) allow(k int) (ok bool) {
+	defer c.catch(k)
+	return c.budget.Allow(k)
+}
+
+func (c *call[T]) done(k int, o Outcome) {
+	defer c.catch(k)
+	c.budget.Done(k, o)
+}
+
+// catch keeps the first hook panic. Results of a hook that panicked are
+// their zero values: no hedge (a zero delay only when the call is still
+// undecided, and the panic ends it), no budget.
+func (c *call[T]) catch(k int) {
+	if v := recover(); v != nil && c.hookPanic == nil {
+		c.hookPanic = &PanicError{Attempt: k, Value: v, Stack: debug.Stack()}
+	}
 }

@@ -90,15 +90,17 @@ func TestParentDeadlineIsShared(t *testing.T) {
 }
 
 // TestWinnerContextOutlivesDo: a value tied to the winner's context (a
-// response body) stays usable after Do returns; the losers' are cancelled.
+// response body) stays usable after Do returns, until the call's deadline;
+// the losers' are cancelled at the decision.
 func TestWinnerContextOutlivesDo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
 		ctxs := make([]context.Context, 2)
 		p := hedge.Policy[context.Context]{Delay: hedge.Fixed(100 * ms), Timeout: time.Second}
 		won, err := hedge.Do(t.Context(), p, func(ctx context.Context) (context.Context, error) {
 			k := hedge.Attempt(ctx)
 			ctxs[k] = ctx
-			body, cancel := context.WithCancel(ctx) // what a transport derives for the body
+			body, cancel := context.WithTimeout(ctx, time.Hour) // what a transport derives for the body
 			_ = cancel
 			if k == 0 {
 				<-ctx.Done()
@@ -110,13 +112,52 @@ func TestWinnerContextOutlivesDo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Second) // well past the Timeout
-		synctest.Wait()
-		if won.Err() != nil || ctxs[1].Err() != nil {
-			t.Errorf("winner's body context: %v, attempt context: %v; want both live", won.Err(), ctxs[1].Err())
-		}
 		if !errors.Is(ctxs[0].Err(), context.Canceled) {
 			t.Errorf("loser's context: %v, want context.Canceled", ctxs[0].Err())
+		}
+		time.Sleep(time.Second - 110*ms - time.Nanosecond)
+		if won.Err() != nil || ctxs[1].Err() != nil {
+			t.Errorf("just before the deadline: body %v, attempt %v; want both live", won.Err(), ctxs[1].Err())
+		}
+		<-won.Done()
+		if at := time.Since(start); at != time.Second || !errors.Is(won.Err(), context.DeadlineExceeded) {
+			t.Errorf("body context ended at %v with %v, want the call's deadline, 1s", at, won.Err())
+		}
+	})
+}
+
+// Do's own deadline reaches a winner that nobody waits on when asked.
+func TestWinnerDeadlineWithoutWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := hedge.Policy[context.Context]{Timeout: 100 * ms}
+		won, _ := hedge.Do(t.Context(), p, func(ctx context.Context) (context.Context, error) { return ctx, nil })
+		if won.Err() != nil {
+			t.Fatalf("winner cancelled at once: %v", won.Err())
+		}
+		time.Sleep(100 * ms)
+		if !errors.Is(won.Err(), context.DeadlineExceeded) {
+			t.Errorf("after the deadline: %v, want DeadlineExceeded", won.Err())
+		}
+		select {
+		case <-won.Done():
+		default:
+			t.Error("Done is open while Err is set")
+		}
+	})
+}
+
+// When the deadline is ctx's own, Do returns ctx's cause, not a deadline
+// of its own.
+func TestParentDeadlineCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeoutCause(t.Context(), 100*ms, errShutdown)
+		defer cancel()
+		_, err := hedge.Do(ctx, hedge.Policy[int]{MaxAttempts: 1, Timeout: time.Second}, func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		})
+		if !errors.Is(err, errShutdown) {
+			t.Errorf("Do = %v, want ctx's cause %v", err, errShutdown)
 		}
 	})
 }

@@ -111,3 +111,51 @@ func TestDiscard(t *testing.T) {
 		})
 	}
 }
+
+// A value fn returned is discarded even when the classifier panics on it.
+func TestDiscardWhenClassifierPanics(t *testing.T) {
+	c := &closer{closed: map[int]int{}}
+	p := hedge.Policy[*response]{
+		MaxAttempts: 1, Discard: c.discard,
+		Classify: func(*response, error) hedge.Outcome { panic("classify") },
+	}
+	func() {
+		defer func() { recover() }()
+		hedge.Do(context.Background(), p, func(context.Context) (*response, error) { return &response{}, nil })
+	}()
+	if diff := cmp.Diff(map[int]int{0: 1}, c.closed); diff != "" {
+		t.Errorf("discarded (-want +got)\n%s", diff)
+	}
+}
+
+// A slow Discard (draining a body) delays neither the next attempt nor
+// Do's return at the deadline.
+func TestSlowDiscardDelaysNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var starts []time.Duration
+		p := hedge.Policy[*response]{
+			Delay: hedge.Fixed(-1), MaxAttempts: 3, Timeout: 100 * ms, Classify: classify503,
+			Discard: func(*response) { time.Sleep(200 * ms) },
+		}
+		_, err := hedge.Do(t.Context(), p, func(ctx context.Context) (*response, error) {
+			mu.Lock()
+			starts = append(starts, time.Since(start))
+			mu.Unlock()
+			time.Sleep(10 * ms)
+			if hedge.Attempt(ctx) == 2 {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return &response{status: 503}, nil
+		})
+		if at := time.Since(start); at != 100*ms || err == nil {
+			t.Errorf("Do returned %v at %v, want the deadline at 100ms", err, at)
+		}
+		time.Sleep(time.Second)
+		if diff := cmp.Diff([]time.Duration{0, 10 * ms, 20 * ms}, starts); diff != "" {
+			t.Errorf("attempt starts (-want +got)\n%s", diff)
+		}
+	})
+}

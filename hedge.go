@@ -24,6 +24,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"time"
 )
 
 var defaultDelay Delay = fixed(DefaultDelay)
@@ -41,22 +42,28 @@ var defaultDelay Delay = fixed(DefaultDelay)
 // latency).
 //
 // fn's context carries the call's deadline and Attempt. Do cancels the
-// attempts whose results it does not return. It never cancels the
+// attempts whose results it does not return. It does not cancel the
 // winner's context: a value tied to it (a response body, a stream) stays
-// usable after Do returns. When Do returns it unlinks the winner's context
-// from ctx and from the Timeout, so a long-lived ctx retains nothing of the
-// call; from then on, bound any further use of the value yourself.
+// usable after Do returns, until the call's deadline, when the context
+// ends with context.DeadlineExceeded (as http.Client.Timeout covers
+// reading the body). When Do returns it unlinks the call from ctx, so a
+// long-lived ctx retains nothing of it; from then on, cancelling ctx no
+// longer reaches the winner's context. The winner's context holds a timer
+// for its deadline only once something waits on it (Done, or a context
+// derived from it).
 //
 // If ctx is done before the call starts, Do returns context.Cause(ctx)
-// without calling fn. If ctx is done during the call, Do returns
-// context.Cause(ctx) at once; if the Timeout passes, it returns
-// context.DeadlineExceeded at once; either way it cancels every attempt and
-// does not wait for fn to return.
+// without calling fn. If ctx is done during the call (its deadline
+// included), Do returns context.Cause(ctx) at once; if the Timeout passes
+// first, it returns context.DeadlineExceeded at once; either way it
+// cancels every attempt and waits neither for fn nor for Discard.
 //
-// If an attempt panics, Do cancels the others and panics in the caller's
-// goroutine with a *PanicError carrying the attempt's stack; if an attempt
-// calls runtime.Goexit, Do cancels the others and calls runtime.Goexit.
-// Panics of attempts that end after the call was decided are dropped.
+// If an attempt (fn or the classifier) panics, Do cancels the others and
+// panics in the caller's goroutine with a *PanicError carrying the
+// attempt's stack; so does a panic in p.Delay or p.Budget, which run on the
+// call's goroutines. If an attempt calls runtime.Goexit, Do cancels the
+// others and calls runtime.Goexit. Panics of attempts that end after the
+// call was decided are dropped.
 //
 // Do returns ErrNilFunc for a nil fn and an error wrapping
 // ErrInvalidPolicy for a Policy out of range, without calling fn.
@@ -89,10 +96,19 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	c.stepFn = c.step
 	c.begin = c.now()
 	parentDeadline, hasDeadline := ctx.Deadline()
-	if p.Clock != nil {
-		hasDeadline = false // ctx's deadline runs on another clock; ctx enforces it
+	if p.Clock == nil {
+		c.deadline = callDeadline(c.begin, p.Timeout, parentDeadline, hasDeadline)
+		c.realDeadline = c.deadline
+	} else {
+		// Schedule by the policy's clock; ctx's deadline runs on the real
+		// one and reaches the call through ctx. Attempts report the real
+		// deadline, which is what their I/O runs against.
+		c.deadline = callDeadline(c.begin, p.Timeout, time.Time{}, false)
+		c.realDeadline = callDeadline(time.Now(), p.Timeout, parentDeadline, hasDeadline)
 	}
-	c.deadline = callDeadline(c.begin, p.Timeout, parentDeadline, hasDeadline)
+	if p.Timeout > 0 && (!hasDeadline || p.Clock != nil || c.deadline.Before(parentDeadline)) {
+		c.timeoutAt = c.deadline
+	}
 
 	go c.stepFn()
 	// The call stays linked to ctx until it is decided, and not after: a
@@ -102,7 +118,9 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		unlink = context.AfterFunc(ctx, c.stepFn)
 	}
 	c.mu.Lock()
-	for !c.decided || c.discarding > 0 {
+	// A returned result waits for the values it superseded to be
+	// discarded; a context error or a panic does not wait.
+	for !c.decided || (c.discarding > 0 && c.winner >= 0) {
 		c.wake.Wait()
 	}
 	v, err, pe, goexit := c.val, c.err, c.panicked, c.goexit

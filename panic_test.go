@@ -109,3 +109,52 @@ func TestClassifierPanicIsRaisedInCaller(t *testing.T) {
 	p := hedge.Policy[int]{Classify: func(int, error) hedge.Outcome { panic("classify") }}
 	hedge.Do(context.Background(), p, func(context.Context) (int, error) { return 1, nil })
 }
+
+// A panic in the policy's own hooks, which run on the call's goroutines,
+// reaches the caller too instead of crashing the process.
+func TestHookPanicIsRaisedInCaller(t *testing.T) {
+	tests := []struct {
+		name string
+		p    hedge.Policy[int]
+	}{
+		{"Delay.Next", hedge.Policy[int]{Delay: hedge.DelayFunc(func(context.Context, int) time.Duration { panic("next") })}},
+		{"Budget.Allow", hedge.Policy[int]{Delay: hedge.Fixed(10 * ms), Budget: panicky{allow: true}}},
+		{"Budget.Done", hedge.Policy[int]{Delay: hedge.Fixed(10 * ms), Budget: panicky{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				defer time.Sleep(time.Second) // let the primary end
+				defer func() {
+					if _, ok := recover().(*hedge.PanicError); !ok {
+						t.Error("want a *hedge.PanicError in the caller")
+					}
+				}()
+				hedge.Do(t.Context(), tt.p, func(ctx context.Context) (int, error) {
+					if hedge.Attempt(ctx) == 0 {
+						time.Sleep(50 * ms)
+						return 0, errBusy // retryable: Done(0) runs before the decision
+					}
+					<-ctx.Done()
+					return 0, ctx.Err()
+				})
+				t.Error("Do returned")
+			})
+		})
+	}
+}
+
+type panicky struct{ allow bool }
+
+func (p panicky) Allow(int) bool {
+	if p.allow {
+		panic("allow")
+	}
+	return true
+}
+
+func (p panicky) Done(int, hedge.Outcome) {
+	if !p.allow {
+		panic("done")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tailcut/hedge"
@@ -99,4 +100,46 @@ func TestPlannerBadInput(t *testing.T) {
 			t.Errorf("%+v: Do = %v, want ErrInvalidPolicy", p, err)
 		}
 	}
+}
+
+// When every latency triples, the plan made for the old upstream would
+// hedge nearly every call twice. The planner replans from what it sees
+// and its spending returns within budget.
+func TestPlannerStaysWithinBudgetWhenTheUpstreamSlows(t *testing.T) {
+	const window, before, after = 1000, 3000, 5000
+	synctest.Test(t, func(t *testing.T) {
+		planner := &hedge.Planner{Load: 0.15, Window: window}
+		attempts := make([]int, 0, before+after)
+		p := hedge.Policy[int]{Delay: planner, MaxAttempts: 3,
+			Observer: observerFunc(func(r hedge.Report) { attempts = append(attempts, r.Attempts) })}
+		for i := range before + after {
+			slow := time.Duration(1)
+			if i >= before {
+				slow = 3
+			}
+			hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+				select {
+				case <-time.After(slow * fastSlow.latency(i, hedge.Attempt(ctx))):
+					return i, nil
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
+			})
+		}
+		amp := func(from, to int) float64 {
+			n := 0
+			for _, a := range attempts[from:to] {
+				n += a
+			}
+			return float64(n) / float64(to-from)
+		}
+		t.Logf("amplification: before %.3f, first window after %.3f, from the third window on %.3f; plan %+v",
+			amp(before-window, before), amp(before, before+window), amp(before+2*window, before+after), planner.Plan())
+		if a := amp(before+2*window, before+after); a > 1.15+0.02 {
+			t.Errorf("amplification %.3f two windows after the slowdown, budget 1.15", a)
+		}
+		if plan := planner.Plan(); plan.Delay < 3*40*ms {
+			t.Errorf("plan %+v did not follow the slowdown", plan)
+		}
+	})
 }

@@ -52,8 +52,8 @@ type Policy[T any] struct {
 	// error that Do did not return: a loser that answered late, a
 	// retryable result superseded by a later one. Use it to close a
 	// response body. Nil drops them. It runs on an attempt's goroutine and
-	// must not panic. A value superseded before Do decided is discarded
-	// before Do returns; a loser that answers after the decision is
+	// must not panic. When Do returns a result, the values it superseded
+	// have been discarded; a loser that answers after the decision is
 	// discarded when it answers.
 	Discard func(T)
 

@@ -235,3 +235,29 @@ func TestMockClockTimeout(t *testing.T) {
 		}
 	})
 }
+
+// With an injected clock, attempts still report a real-time deadline:
+// their I/O runs on the real clock.
+func TestMockClockReportsRealDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		parent, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		for _, tt := range []struct {
+			name    string
+			timeout time.Duration
+			want    time.Time
+		}{
+			{"Timeout", 10 * time.Second, time.Now().Add(10 * time.Second)},
+			{"ctx's deadline", 0, time.Now().Add(time.Minute)},
+		} {
+			p := hedge.Policy[time.Time]{MaxAttempts: 1, Timeout: tt.timeout, Clock: clock.NewMock()}
+			got, _ := hedge.Do(parent, p, func(ctx context.Context) (time.Time, error) {
+				d, _ := ctx.Deadline()
+				return d, nil
+			})
+			if !got.Equal(tt.want) {
+				t.Errorf("%s: attempt deadline %v, want %v", tt.name, got, tt.want)
+			}
+		}
+	})
+}
