@@ -6,18 +6,21 @@ package hedge
 // Budget in a Policy grants everything.
 //
 // Do calls Allow(k) before it starts attempt k ≥ 1; false skips that
-// attempt. It never asks for the primary (k = 0), which always runs.
-// Do calls Done(k, o) exactly once for every attempt that started, the
-// primary included, as soon as that attempt's function returns: o is the
-// attempt's Outcome, or Canceled when Do had cancelled the attempt before
-// it answered. So a ratio budget can deposit on Done(0, ...) and withdraw
-// on Allow, a token bucket can drain on Retryable and refill on Accept, and
-// a concurrency cap can hold a permit from a granted Allow to its Done.
+// attempt. It also calls Allow(0) when it starts the primary, and ignores
+// the answer: the primary always runs, but a ratio budget counts the call
+// there. Do calls Done(k, o) exactly once for every attempt that started,
+// the primary included, as soon as that attempt's function returns: o is
+// the attempt's Outcome; Terminal if it panicked or called runtime.Goexit;
+// Canceled when Do had cancelled the attempt before it answered. So a
+// ratio budget can deposit on Allow(0) and withdraw on Allow(k ≥ 1), a
+// token bucket can drain on Retryable and refill on Accept, and a
+// concurrency cap can hold a permit from a granted Allow to its Done.
 //
 // Both methods run while the call holds its lock: they must not block.
 //
-// A retry loop draws on the same Budget by calling Allow(k) before its
-// k-th retry and Done(k, o) after every try, the first one as Done(0, o).
+// A retry loop draws on the same Budget by calling Allow(0) before its
+// first try and Allow(k) before its k-th retry, and Done(k, o) after every
+// try.
 type Budget interface {
 	Allow(k int) bool
 	Done(k int, o Outcome)

@@ -186,6 +186,9 @@ func (c *call[T]) start(now time.Time) *attemptCtx {
 	a.parent, a.n, a.deadline = c.parent, k, c.realDeadline
 	if k == 0 {
 		c.primaryStart = now
+		if c.budget != nil {
+			c.allow(0) // the primary always runs; a ratio budget counts the call
+		}
 	}
 	c.last = a
 	c.started++

@@ -129,7 +129,10 @@ func ExampleStats() {
 // A Budget shared by every call bounds the extra load hedging adds.
 type tokens struct{ left int } // not safe for concurrent use: an example only
 
-func (t *tokens) Allow(int) bool {
+func (t *tokens) Allow(k int) bool {
+	if k == 0 {
+		return true // the primary always runs
+	}
 	if t.left == 0 {
 		return false
 	}

@@ -118,9 +118,9 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		unlink = context.AfterFunc(ctx, c.stepFn)
 	}
 	c.mu.Lock()
-	// A returned result waits for the values it superseded to be
-	// discarded; a context error or a panic does not wait.
-	for !c.decided || (c.discarding > 0 && c.winner >= 0) {
+	// A result or a panic waits for the values superseded before it to be
+	// discarded; a context error does not wait: it returns at once.
+	for !c.decided || (c.discarding > 0 && c.outcome != Canceled) {
 		c.wake.Wait()
 	}
 	v, err, pe, goexit := c.val, c.err, c.panicked, c.goexit

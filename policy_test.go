@@ -73,6 +73,10 @@ type ledger struct {
 func (l *ledger) Allow(k int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if k == 0 {
+		l.log = append(l.log, "call")
+		return true
+	}
 	if l.grants == 0 {
 		l.log = append(l.log, "refuse "+itoa(k))
 		return false
@@ -105,19 +109,19 @@ func TestBudget(t *testing.T) {
 		name:   "a granted hedge wins; the primary is reported cancelled",
 		grants: 5,
 		steps:  []step{{after: time.Second}, {after: 50 * ms}, {}},
-		want:   []string{"allow 1", "done 1 Accept", "done 0 Canceled"},
+		want:   []string{"call", "allow 1", "done 1 Accept", "done 0 Canceled"},
 		report: hedge.Report{Attempts: 2, Winner: 1, Elapsed: 150 * ms},
 	}, {
 		name:   "a refused hedge: the primary runs alone",
 		grants: 0,
 		steps:  []step{{after: time.Second}, {}, {}},
-		want:   []string{"refuse 1", "done 0 Accept"},
+		want:   []string{"call", "refuse 1", "done 0 Accept"},
 		report: hedge.Report{Attempts: 1, Winner: 0, BudgetRefusals: 1, Elapsed: time.Second},
 	}, {
 		name:   "retryable failures drain; the refusal ends the call with the last",
 		grants: 1,
 		steps:  []step{{after: 10 * ms, err: errBusy}, {after: 10 * ms, err: errBusy}, {}},
-		want:   []string{"done 0 Retryable", "allow 1", "done 1 Retryable", "refuse 2"},
+		want:   []string{"call", "done 0 Retryable", "allow 1", "done 1 Retryable", "refuse 2"},
 		report: hedge.Report{Attempts: 2, Winner: 1, Outcome: hedge.Retryable, BudgetRefusals: 1, Elapsed: 20 * ms},
 	}}
 	for _, tt := range tests {

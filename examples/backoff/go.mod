@@ -1,0 +1,12 @@
+module github.com/tailcut/hedge/examples/backoff
+
+go 1.26
+
+require github.com/tailcut/hedge v0.0.0
+
+require (
+	github.com/benbjohnson/clock v1.3.5 // indirect
+	github.com/cenkalti/backoff/v5 v5.0.3
+)
+
+replace github.com/tailcut/hedge => ../..

@@ -1,0 +1,224 @@
+package hedge
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// Bounds of NewRatioBudget's parameters. A window shorter than a second
+// cannot hold a one-second slot; one longer than a minute remembers an
+// overload long after it is over. The other bounds keep every sum in an
+// int64.
+const (
+	maxRatio        = 1000
+	maxMinPerSecond = 1e6
+	minWindow       = time.Second
+	maxWindow       = time.Minute
+)
+
+// sealed marks a slot whose second is over: an Allow or Done that finds it
+// moves on to the current slot, so nothing lands in a slot after its
+// balance was read.
+const sealed = -1
+
+// maxBalance caps a slot's balance far below overflow. Capping only ever
+// grants less.
+const maxBalance = math.MaxInt64 / 4
+
+// RatioBudget bounds extra attempts to a fraction of calls, in the manner
+// of Finagle's retry budget: every call deposits ratio of an attempt when
+// its primary starts (Allow(0)), every extra attempt withdraws a whole one
+// (a granted Allow(k), k ≥ 1), and a reserve of minPerSecond × window lets
+// a quiet service hedge now and then.
+//
+// The bound is strict. Time is cut into one-second slots from the
+// budget's creation. In every run of consecutive slots that fits in the
+// window, the extra attempts granted never exceed ratio × the calls
+// deposited in the run, plus minPerSecond × window; Allow grants every
+// attempt that keeps this true whatever comes next, and no other. So what
+// a second leaves unspent does not carry into the next (a window starting
+// there holds none of those calls), while a spent reserve stays spent for
+// a whole window. At many calls a second this admits ratio × calls; at a
+// few, the fraction of an attempt each second leaves over is lost.
+//
+// The zero value refuses every extra attempt. A RatioBudget is safe for
+// concurrent use and must not be copied after first use. Allow and Done
+// cost a clock reading and one compare-and-swap on a shared word; the
+// first of them in a new second also takes a mutex to open its slot.
+type RatioBudget struct {
+	clk     clock.Clock // nil: real time
+	origin  time.Time
+	credit  int64 // thousandths of an attempt each call deposits
+	reserve int64 // thousandths of an attempt granted per window without calls
+	cur     atomic.Pointer[ratioSlot]
+
+	mu sync.Mutex // held to seal a slot and open the next
+	// Two slots take turns, so that opening one allocates nothing.
+	slots [2]ratioSlot
+	// nets holds the net deposit of the last len(nets) sealed seconds, a
+	// ring whose newest entry is at head. Guarded by mu.
+	nets []int64
+	head int
+}
+
+// ratioSlot is the current second. Its balance is what Allow may still
+// withdraw now: the reserve plus the smallest net deposit over the runs
+// of seconds that end now and fit in the window. Every deposit or
+// withdrawal in this second changes all those runs alike, so one atomic
+// word tracks their minimum exactly; only opening a slot needs the
+// history.
+type ratioSlot struct {
+	second  atomic.Int64
+	balance atomic.Int64 // thousandths of an attempt, or sealed
+	opened  int64        // the balance when the slot opened; guarded by mu
+}
+
+// NewRatioBudget returns a RatioBudget that grants extra attempts up to
+// ratio × calls plus minPerSecond × window seconds in every window. ratio
+// must lie in [0, 1000], minPerSecond in [0, 1e6], both are used to three
+// decimals rounded down, and window must be a whole number of seconds from
+// 1s to 60s. A nil clk means real time.
+//
+// For other parameters it returns nil and an error wrapping
+// ErrInvalidBudget.
+func NewRatioBudget(ratio, minPerSecond float64, window time.Duration, clk clock.Clock) (*RatioBudget, error) {
+	switch {
+	case !(ratio >= 0 && ratio <= maxRatio): // and not NaN
+		return nil, fmt.Errorf("%w: ratio %v is outside [0, %d]", ErrInvalidBudget, ratio, maxRatio)
+	case !(minPerSecond >= 0 && minPerSecond <= maxMinPerSecond):
+		return nil, fmt.Errorf("%w: minPerSecond %v is outside [0, %g]", ErrInvalidBudget, minPerSecond, maxMinPerSecond)
+	case window < minWindow || window > maxWindow || window%time.Second != 0:
+		return nil, fmt.Errorf("%w: window %v is not a whole number of seconds from %v to %v", ErrInvalidBudget, window, minWindow, maxWindow)
+	}
+	seconds := int64(window / time.Second)
+	b := &RatioBudget{
+		clk:     clk,
+		credit:  thousandthsDown(ratio),
+		reserve: thousandthsDown(minPerSecond) * seconds,
+		nets:    make([]int64, seconds-1),
+	}
+	b.origin = b.now()
+	s := &b.slots[0]
+	s.opened = b.reserve
+	s.balance.Store(b.reserve)
+	b.cur.Store(s)
+	return b, nil
+}
+
+// Allow grants extra attempt k (k ≥ 1) if withdrawing it keeps the bound,
+// and withdraws it. For the primary (k < 1) it deposits the call's share
+// and grants it.
+func (b *RatioBudget) Allow(k int) bool {
+	if primary(k) {
+		b.deposit()
+		return true
+	}
+	s := b.slot()
+	if s == nil { // the zero value
+		return false
+	}
+	for {
+		v := s.balance.Load()
+		switch {
+		case v == sealed:
+			s = b.slot()
+		case v < milli:
+			return false
+		case s.balance.CompareAndSwap(v, v-milli):
+			return true
+		}
+	}
+}
+
+// Done does nothing: calls deposit when they start, and extra attempts
+// cost nothing on return, Allow already charged them.
+func (b *RatioBudget) Done(int, Outcome) {}
+
+// deposit credits ratio of an attempt for one call, whatever its outcome:
+// every call counts, including those that fail.
+func (b *RatioBudget) deposit() {
+	if b.credit == 0 {
+		return
+	}
+	s := b.slot()
+	for s != nil {
+		v := s.balance.Load()
+		if v == sealed {
+			s = b.slot()
+			continue
+		}
+		n := min(v+b.credit, maxBalance)
+		if n <= v || s.balance.CompareAndSwap(v, n) {
+			return
+		}
+	}
+}
+
+func (b *RatioBudget) now() time.Time {
+	if b.clk == nil {
+		return time.Now()
+	}
+	return b.clk.Now()
+}
+
+// slot returns the slot of the current second, opening it if need be, or
+// nil for the zero value. The slot may be sealed by the time the caller
+// uses it; the caller then asks again. A slot of a later second than the
+// caller's clock reading is as good: the caller is still running in that
+// second.
+func (b *RatioBudget) slot() *ratioSlot {
+	s := b.cur.Load()
+	if s == nil {
+		return nil
+	}
+	sec := int64(b.now().Sub(b.origin) / time.Second)
+	if s.second.Load() >= sec && s.balance.Load() != sealed {
+		return s
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s = b.cur.Load()
+	if s.second.Load() >= sec {
+		return s
+	}
+	// Seal first: from here no withdrawal or deposit can land in s, so
+	// its final balance is exact.
+	b.push(s.balance.Swap(sealed) - s.opened)
+	for range min(sec-s.second.Load()-1, int64(len(b.nets))) {
+		b.push(0) // seconds without a single call
+	}
+	// The runs of seconds that end in the new slot are the new second
+	// alone, with nothing deposited yet, and the new second after each
+	// suffix of the sealed ones. A sum past maxBalance is clamped: the few
+	// negative nets left, each at least -reserve, cannot bring it back
+	// below zero.
+	var sum, least int64
+	for i := range b.nets {
+		sum = min(sum+b.nets[(b.head-i+len(b.nets))%len(b.nets)], maxBalance)
+		least = min(least, sum)
+	}
+	balance := max(b.reserve+least, 0)
+	n := &b.slots[0]
+	if n == s {
+		n = &b.slots[1]
+	}
+	n.second.Store(sec)
+	n.opened = balance
+	n.balance.Store(balance)
+	b.cur.Store(n)
+	return n
+}
+
+// push records a sealed second's net deposit. Called with b.mu held.
+func (b *RatioBudget) push(net int64) {
+	if len(b.nets) == 0 {
+		return
+	}
+	b.head = (b.head + 1) % len(b.nets)
+	b.nets[b.head] = net
+}
