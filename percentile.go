@@ -44,11 +44,11 @@ type Percentile struct {
 }
 
 type percentileState struct {
-	err            error
-	q              float64
-	window, warm   uint64
-	every          uint64 // samples between recomputations
-	floor, ceiling time.Duration
+	err          error
+	q            float64
+	window, warm uint64
+	every        uint64 // samples between recomputations
+	bounds
 
 	delay atomic.Int64 // the current answer, in ns: read by every call
 	_     [56]byte     // keep the writes to n off delay's cache line
@@ -77,7 +77,7 @@ func (p *Percentile) Learn(_ context.Context, primary time.Duration, complete bo
 	s.gens[gen].add(primary)
 	if i+1 >= s.warm && (i+1 == s.warm || (i+1)%s.every == 0) {
 		d, _ := quantile(s.q, &s.gens[gen], &s.gens[(gen+2)%3])
-		s.delay.Store(int64(min(max(d, s.floor), s.ceiling)))
+		s.delay.Store(int64(s.clamp(d)))
 	}
 }
 
@@ -95,29 +95,20 @@ func (p *Percentile) load() *percentileState {
 }
 
 func (p *Percentile) newState() *percentileState {
-	s := &percentileState{q: p.Quantile, floor: p.Floor, ceiling: p.Ceiling}
+	s := &percentileState{q: p.Quantile}
 	if s.q == 0 {
 		s.q = 0.95
-	}
-	if s.floor == 0 {
-		s.floor = time.Millisecond
-	}
-	if s.ceiling == 0 {
-		s.ceiling = 10 * time.Second
 	}
 	window := p.Window
 	if window == 0 {
 		window = 1000
 	}
+	s.bounds, s.err = newBounds("Percentile", p.Floor, p.Ceiling, p.Initial)
 	switch {
 	case math.IsNaN(s.q) || s.q <= 0 || s.q >= 1:
 		s.err = fmt.Errorf("%w: Percentile.Quantile %v is outside (0, 1)", ErrInvalidPolicy, p.Quantile)
 	case window < 0:
 		s.err = fmt.Errorf("%w: negative Percentile.Window %d", ErrInvalidPolicy, p.Window)
-	case s.floor < 0 || s.ceiling < 0 || p.Initial < 0:
-		s.err = fmt.Errorf("%w: negative Percentile.Floor, Ceiling or Initial", ErrInvalidPolicy)
-	case s.floor > s.ceiling:
-		s.err = fmt.Errorf("%w: Percentile.Floor %v above Ceiling %v", ErrInvalidPolicy, s.floor, s.ceiling)
 	}
 	if s.err != nil {
 		s.delay.Store(-1)
@@ -126,10 +117,6 @@ func (p *Percentile) newState() *percentileState {
 	s.window = uint64(window)
 	s.every = max(s.window/8, 1)
 	s.warm = min(max(uint64(math.Ceil(10/(1-s.q))), 20), s.window)
-	initial := p.Initial
-	if initial == 0 {
-		initial = s.ceiling
-	}
-	s.delay.Store(int64(initial))
+	s.delay.Store(int64(s.initial))
 	return s
 }

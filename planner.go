@@ -72,11 +72,11 @@ type Plan struct {
 }
 
 type plannerState struct {
-	err            error
-	load, target   float64
-	maxHedges      int
-	window, every  uint64
-	floor, ceiling time.Duration
+	err           error
+	load, target  float64
+	maxHedges     int
+	window, every uint64
+	bounds
 
 	plan atomic.Pointer[Plan] // read by every call
 	_    [56]byte
@@ -141,7 +141,7 @@ func (p *Planner) load() *plannerState {
 }
 
 func (p *Planner) newState() *plannerState {
-	s := &plannerState{load: p.Load, target: p.Target, maxHedges: p.MaxHedges, floor: p.Floor, ceiling: p.Ceiling}
+	s := &plannerState{load: p.Load, target: p.Target, maxHedges: p.MaxHedges}
 	if s.load == 0 {
 		s.load = 0.1
 	}
@@ -151,16 +151,11 @@ func (p *Planner) newState() *plannerState {
 	if s.maxHedges == 0 {
 		s.maxHedges = 2
 	}
-	if s.floor == 0 {
-		s.floor = time.Millisecond
-	}
-	if s.ceiling == 0 {
-		s.ceiling = 10 * time.Second
-	}
 	window := p.Window
 	if window == 0 {
 		window = 2000
 	}
+	s.bounds, s.err = newBounds("Planner", p.Floor, p.Ceiling, p.Initial)
 	switch {
 	case math.IsNaN(s.target) || s.target <= 0 || s.target >= 1:
 		s.err = fmt.Errorf("%w: Planner.Target %v is outside (0, 1)", ErrInvalidPolicy, p.Target)
@@ -170,15 +165,8 @@ func (p *Planner) newState() *plannerState {
 		s.err = fmt.Errorf("%w: Planner.Load %v is outside [0, MaxHedges]", ErrInvalidPolicy, p.Load)
 	case window < 2:
 		s.err = fmt.Errorf("%w: Planner.Window %d is below 2", ErrInvalidPolicy, p.Window)
-	case s.floor < 0 || s.ceiling < 0 || p.Initial < 0:
-		s.err = fmt.Errorf("%w: negative Planner.Floor, Ceiling or Initial", ErrInvalidPolicy)
-	case s.floor > s.ceiling:
-		s.err = fmt.Errorf("%w: Planner.Floor %v above Ceiling %v", ErrInvalidPolicy, s.floor, s.ceiling)
 	}
-	initial := Plan{Delay: p.Initial, Hedges: 1}
-	if initial.Delay == 0 {
-		initial.Delay = s.ceiling
-	}
+	initial := Plan{Delay: s.initial, Hedges: 1}
 	if s.err != nil {
 		initial = Plan{Delay: -1}
 	}
@@ -186,14 +174,6 @@ func (p *Planner) newState() *plannerState {
 	s.window = uint64(max(window, 2))
 	s.every = s.window / 2
 	return s
-}
-
-// generation returns which of three rotating generations sample i (from
-// 0) belongs to, and whether it is the generation's first sample: then
-// the caller clears the next generation, two windows old and out of the
-// estimate, so that it starts empty.
-func generation(i, window uint64) (gen uint64, fresh bool) {
-	return (i / window) % 3, i%window == 0
 }
 
 // survival is the Kaplan–Meier estimate, from answered latencies (done)
@@ -302,7 +282,7 @@ func (st *plannerState) replan(s survival) Plan {
 	lo, hi := bucketOf(st.floor), bucketOf(st.ceiling)
 	for h := 1; h <= st.maxHedges; h++ {
 		consider := func(i int) {
-			d := min(max(bucketMid(i), st.floor), st.ceiling)
+			d := st.clamp(bucketMid(i))
 			c := Plan{Delay: d, Hedges: h, Load: s.extra(d, h)}
 			if c.Load > st.load {
 				return

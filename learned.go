@@ -1,0 +1,41 @@
+package hedge
+
+import (
+	"fmt"
+	"time"
+)
+
+// bounds are a learned delay's Floor, Ceiling and Initial, with their
+// defaults applied: 1ms, 10s, and Ceiling (no hedging before the upstream
+// is known).
+type bounds struct{ floor, ceiling, initial time.Duration }
+
+func newBounds(kind string, floor, ceiling, initial time.Duration) (bounds, error) {
+	b := bounds{floor, ceiling, initial}
+	if b.floor == 0 {
+		b.floor = time.Millisecond
+	}
+	if b.ceiling == 0 {
+		b.ceiling = 10 * time.Second
+	}
+	if b.initial == 0 {
+		b.initial = b.ceiling
+	}
+	switch {
+	case floor < 0 || ceiling < 0 || initial < 0:
+		return b, fmt.Errorf("%w: negative %s.Floor, Ceiling or Initial", ErrInvalidPolicy, kind)
+	case b.floor > b.ceiling:
+		return b, fmt.Errorf("%w: %s.Floor %v above Ceiling %v", ErrInvalidPolicy, kind, b.floor, b.ceiling)
+	}
+	return b, nil
+}
+
+func (b bounds) clamp(d time.Duration) time.Duration { return min(max(d, b.floor), b.ceiling) }
+
+// generation returns which of three rotating generations sample i (from
+// 0) belongs to, and whether it is the generation's first sample: then
+// the caller clears the next generation, two windows old and out of the
+// estimate, so that it starts empty.
+func generation(i, window uint64) (gen uint64, fresh bool) {
+	return (i / window) % 3, i%window == 0
+}
