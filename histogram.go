@@ -33,6 +33,27 @@ func bucketOf(d time.Duration) int {
 	return (e-minExp)*subBuckets + m
 }
 
+// bucketLo is a bucket's lower edge. The first bucket also holds every
+// latency below it: its lower edge is 0.
+func bucketLo(i int) time.Duration {
+	if i <= 0 {
+		return 0
+	}
+	e := minExp + i/subBuckets
+	m := uint64(i % subBuckets)
+	return time.Duration((subBuckets + m) << (e - subBits))
+}
+
+// bucketHi is a bucket's upper edge: the next one's lower edge.
+func bucketHi(i int) time.Duration {
+	if i == 0 {
+		return bucketLo(1)
+	}
+	e := minExp + i/subBuckets
+	m := uint64(i % subBuckets)
+	return time.Duration((subBuckets + m + 1) << (e - subBits))
+}
+
 // bucketMid is the latency a bucket stands for: its midpoint.
 func bucketMid(i int) time.Duration {
 	e := minExp + i/subBuckets

@@ -66,3 +66,15 @@ func TestQuantileMatchesExact(t *testing.T) {
 		t.Error("quantile of an empty histogram reported ok")
 	}
 }
+
+func TestBucketEdges(t *testing.T) {
+	for i := 0; i < numBuckets; i++ {
+		lo, hi, mid := bucketLo(i), bucketHi(i), bucketMid(i)
+		if !(lo <= mid && mid < hi) || (i > 0 && bucketOf(lo) != i) || bucketOf(hi-1) != i {
+			t.Fatalf("bucket %d: [%v, %v) with midpoint %v does not hold together", i, lo, hi, mid)
+		}
+		if i+1 < numBuckets && bucketLo(i+1) != hi {
+			t.Fatalf("bucket %d ends at %v, bucket %d starts at %v", i, hi, i+1, bucketLo(i+1))
+		}
+	}
+}

@@ -69,6 +69,9 @@ type Plan struct {
 	Latency time.Duration
 	// Load is the expected extra attempts per call.
 	Load float64
+	// HedgeRate is the expected share of calls that send a hedge, and
+	// WinRate the share of those that a hedge wins.
+	HedgeRate, WinRate float64
 }
 
 type plannerState struct {
@@ -99,6 +102,38 @@ func (p *Planner) Next(_ context.Context, k int) time.Duration {
 // Plan returns the current plan.
 func (p *Planner) Plan() Plan { return *p.load().plan.Load() }
 
+// Replan plans now from what the planner has learned, rather than at its
+// next Window/2 samples, and returns the plan it uses from now on.
+func (p *Planner) Replan() Plan {
+	s := p.load()
+	if s.err != nil {
+		return *s.plan.Load()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	plan := s.replan(s.survival())
+	s.plan.Store(&plan)
+	return plan
+}
+
+// Curve returns what h hedges would do at each delay the planner weighs,
+// from Floor to Ceiling, under what it has learned: the plans it chooses
+// from, whatever their load. A tool shows the trade-off behind a plan with
+// it; cmd/hedgeplan prints it.
+func (p *Planner) Curve(h int) []Plan {
+	s := p.load()
+	if s.err != nil || h < 1 {
+		return nil
+	}
+	surv := s.survival()
+	q := 1 - (1-s.target)*margin
+	var out []Plan
+	for i := bucketOf(s.floor); i <= bucketOf(s.ceiling); i++ {
+		out = append(out, s.evaluate(surv, q, s.candidate(i), h))
+	}
+	return out
+}
+
 // Learn records how long a primary ran, and replans every Window/2
 // samples.
 func (p *Planner) Learn(_ context.Context, primary time.Duration, complete bool) {
@@ -118,10 +153,7 @@ func (p *Planner) Learn(_ context.Context, primary time.Duration, complete bool)
 		s.cut[gen].add(primary)
 	}
 	if (i+1)%s.every == 0 && s.mu.TryLock() {
-		prev := (gen + 2) % 3
-		plan := s.replan(newSurvival(
-			[]*histogram{&s.done[gen], &s.done[prev]},
-			[]*histogram{&s.cut[gen], &s.cut[prev]}))
+		plan := s.replan(s.survival())
 		s.plan.Store(&plan)
 		s.mu.Unlock()
 	}
@@ -210,12 +242,23 @@ func newSurvival(done, cut []*histogram) survival {
 	return surv
 }
 
-// at returns P(latency > x).
+// at returns P(latency > x), spreading each bucket's share evenly over
+// it: a delay inside a bucket, at the edge of a mode, must not count the
+// whole bucket on one side.
 func (s survival) at(x time.Duration) float64 {
 	if x <= 0 {
 		return 1
 	}
-	return s[bucketOf(x)]
+	i := bucketOf(x)
+	before := 1.0
+	if i > 0 {
+		before = s[i-1]
+	}
+	lo, hi := bucketLo(i), bucketHi(i)
+	if x >= hi {
+		return s[i]
+	}
+	return s[i] + (before-s[i])*float64(hi-x)/float64(hi-lo)
 }
 
 // quantile returns the q-quantile of a call that starts attempts at 0,
@@ -248,6 +291,9 @@ func (s survival) quantile(q float64, d time.Duration, h int) (time.Duration, bo
 // extra returns the expected extra attempts of a call that hedges h times
 // every d: hedge j starts if no attempt has answered by j·d.
 func (s survival) extra(d time.Duration, h int) float64 {
+	if h == 0 {
+		return 0
+	}
 	var sum float64
 	for j := 1; j <= h; j++ {
 		p := 1.0
@@ -266,12 +312,41 @@ func (s survival) extra(d time.Duration, h int) float64 {
 // from a few thousand samples is good to about ±10 %.
 const margin = 0.8
 
+// survival estimates the latency distribution from the current and the
+// previous generation.
+func (st *plannerState) survival() survival {
+	gen, _ := generation(max(st.n.Load(), 1)-1, st.window)
+	prev := (gen + 2) % 3
+	return newSurvival(
+		[]*histogram{&st.done[gen], &st.done[prev]},
+		[]*histogram{&st.cut[gen], &st.cut[prev]})
+}
+
+// candidate is the delay a plan weighs for bucket i: its midpoint, but
+// Floor and Ceiling themselves at the ends.
+func (st *plannerState) candidate(i int) time.Duration {
+	switch i {
+	case bucketOf(st.floor):
+		return st.floor
+	case bucketOf(st.ceiling):
+		return st.ceiling
+	}
+	return bucketMid(i)
+}
+
+// evaluate returns what h hedges every d do, at quantile q.
+func (st *plannerState) evaluate(s survival, q float64, d time.Duration, h int) Plan {
+	c := Plan{Delay: d, Hedges: h, Load: s.extra(d, h)}
+	c.Latency, _ = s.quantile(q, d, h)
+	c.HedgeRate, c.WinRate = s.rates(d, h)
+	return c
+}
+
 // replan picks, within the load budget, the plan with the least expected
 // target quantile, and among equals the cheapest.
 func (st *plannerState) replan(s survival) Plan {
 	q := 1 - (1-st.target)*margin
-	best := Plan{Delay: -1}
-	best.Latency, _ = s.quantile(q, 0, 0)
+	best := st.evaluate(s, q, -1, 0)
 	better := func(c Plan) bool {
 		const tie = 1.02 // within the buckets' resolution
 		if float64(c.Latency)*tie < float64(best.Latency) {
@@ -282,13 +357,11 @@ func (st *plannerState) replan(s survival) Plan {
 	lo, hi := bucketOf(st.floor), bucketOf(st.ceiling)
 	for h := 1; h <= st.maxHedges; h++ {
 		consider := func(i int) {
-			d := st.clamp(bucketMid(i))
-			c := Plan{Delay: d, Hedges: h, Load: s.extra(d, h)}
-			if c.Load > st.load {
+			d := st.candidate(i)
+			if s.extra(d, h) > st.load {
 				return
 			}
-			c.Latency, _ = s.quantile(q, d, h)
-			if better(c) {
+			if c := st.evaluate(s, q, d, h); better(c) {
 				best = c
 			}
 		}
@@ -305,4 +378,32 @@ func (st *plannerState) replan(s survival) Plan {
 		}
 	}
 	return best
+}
+
+// rates returns the chance that a call sends its first hedge, and the
+// chance that a hedged call is won by a hedge rather than its primary.
+func (s survival) rates(d time.Duration, h int) (hedgeRate, winRate float64) {
+	if h < 1 {
+		return 0, 0
+	}
+	hedged := s.at(d)
+	if hedged == 0 {
+		return 0, 0
+	}
+	// The primary wins a hedged call when it answers at some t > d before
+	// every hedge started by then.
+	var primaryWins float64
+	for i := bucketOf(d); i < numBuckets; i++ {
+		lo, hi := max(bucketLo(i), d), bucketHi(i)
+		f := s.at(lo) - s.at(hi) // the chance that the primary answers in (lo, hi]
+		if f <= 0 || hi <= d {
+			continue
+		}
+		t := lo + (hi-lo)/2
+		for j := 1; j <= h && time.Duration(j)*d < t; j++ {
+			f *= s.at(t - time.Duration(j)*d)
+		}
+		primaryWins += f
+	}
+	return hedged, 1 - primaryWins/hedged
 }

@@ -143,3 +143,76 @@ func TestPlannerStaysWithinBudgetWhenTheUpstreamSlows(t *testing.T) {
 		}
 	})
 }
+
+// What the planner predicts for a plan is what the real Do does with it:
+// replaying the plan as a fixed delay through Do in virtual time gives the
+// hedge rate, win rate and load it expected.
+func TestPlannerPredictsDo(t *testing.T) {
+	ctx := context.Background()
+	planner := &hedge.Planner{Load: 0.15, Window: 5000}
+	for i := range 5000 {
+		planner.Learn(ctx, fastSlow.latency(i, 0), true)
+	}
+	for _, plan := range []hedge.Plan{planner.Replan(), planner.Curve(1)[bucketNear(planner.Curve(1), 60*ms)]} {
+		synctest.Test(t, func(t *testing.T) {
+			var stats hedge.Stats
+			p := hedge.Policy[int]{Delay: hedge.Fixed(plan.Delay), MaxAttempts: 1 + plan.Hedges, Observer: &stats}
+			for i := 5000; i < 10000; i++ {
+				hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+					select {
+					case <-time.After(fastSlow.latency(i, hedge.Attempt(ctx))):
+						return i, nil
+					case <-ctx.Done():
+						return 0, ctx.Err()
+					}
+				})
+			}
+			s := stats.Snapshot()
+			got := [3]float64{s.Amplification() - 1, s.HedgeRate(), s.WinRate()}
+			want := [3]float64{plan.Load, plan.HedgeRate, plan.WinRate}
+			for i, name := range []string{"load", "hedge rate", "win rate"} {
+				if math.Abs(got[i]-want[i]) > 0.02 {
+					t.Errorf("%d hedges every %v: %s %.3f through Do, planner expected %.3f", plan.Hedges, plan.Delay, name, got[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+// bucketNear returns the index of the plan in curve whose delay is nearest d.
+func bucketNear(curve []hedge.Plan, d time.Duration) int {
+	best := 0
+	for i, p := range curve {
+		if (p.Delay - d).Abs() < (curve[best].Delay - d).Abs() {
+			best = i
+		}
+	}
+	return best
+}
+
+func TestPlannerCurve(t *testing.T) {
+	ctx := context.Background()
+	p := &hedge.Planner{Floor: 10 * ms, Ceiling: time.Second}
+	if p.Curve(1) != nil && len(p.Curve(1)) > 0 && p.Curve(0) != nil {
+		t.Error("Curve(0) should be empty")
+	}
+	for _, d := range draw9010(4000, 5) {
+		p.Learn(ctx, d, true)
+	}
+	curve := p.Curve(1)
+	if curve[0].Delay != 10*ms || curve[len(curve)-1].Delay != time.Second {
+		t.Errorf("curve spans %v to %v, want Floor to Ceiling", curve[0].Delay, curve[len(curve)-1].Delay)
+	}
+	for i := 1; i < len(curve); i++ {
+		if curve[i].Load > curve[i-1].Load+1e-9 {
+			t.Fatalf("load rises with the delay: %+v then %+v", curve[i-1], curve[i])
+		}
+	}
+	// At 50ms the hedged calls are the 10 % slow ones; a hedge loses only
+	// when it is slow too and the primary answers first (about 70 % of
+	// those): a win rate near 0.9 + 0.1 × 0.3.
+	at50 := curve[bucketNear(curve, 50*ms)]
+	if math.Abs(at50.HedgeRate-0.1) > 0.02 || math.Abs(at50.WinRate-0.93) > 0.02 {
+		t.Errorf("one hedge at 50ms: %+v, want hedge rate 0.1 and win rate 0.93", at50)
+	}
+}
