@@ -6,43 +6,8 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/baseline"
 )
-
-// handRolled is the hedge a careful Go programmer writes by hand: a
-// goroutine per attempt, a timer, a select, and one cancel for the losers.
-// It is the baseline hedge.Do has to beat.
-func handRolled[T any](ctx context.Context, delay time.Duration, fn func(context.Context, int) (T, error)) (T, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type result struct {
-		v   T
-		err error
-	}
-	results := make(chan result, 2)
-	run := func(k int) {
-		v, err := fn(ctx, k)
-		results <- result{v, err}
-	}
-	go run(0)
-	timer := time.NewTimer(delay)
-	defer timer.Stop()
-	select {
-	case r := <-results:
-		return r.v, r.err
-	case <-timer.C:
-		go run(1)
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
-	select {
-	case r := <-results:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
-}
 
 //go:noinline
 func answer1(context.Context) (int, error) { return 1, nil }
@@ -69,7 +34,7 @@ func BenchmarkFastPath(b *testing.B) {
 		b.ReportAllocs()
 		fn := func(ctx context.Context, _ int) (int, error) { return answer1(ctx) }
 		for b.Loop() {
-			handRolled(ctx, time.Hour, fn)
+			baseline.HandRolled(ctx, time.Hour, fn)
 		}
 	})
 	b.Run("hedge", func(b *testing.B) {
@@ -97,7 +62,7 @@ func BenchmarkHedgeFires(b *testing.B) {
 	b.Run("handrolled", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			handRolled(ctx, 0, hedgeWins)
+			baseline.HandRolled(ctx, 0, hedgeWins)
 		}
 	})
 	b.Run("hedge", func(b *testing.B) {
@@ -125,7 +90,7 @@ func BenchmarkParallelFastPath(b *testing.B) {
 		fn := func(ctx context.Context, _ int) (int, error) { return answer1(ctx) }
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				handRolled(ctx, time.Hour, fn)
+				baseline.HandRolled(ctx, time.Hour, fn)
 			}
 		})
 	})

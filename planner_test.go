@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/lab"
 )
 
 // draw9010 returns n latencies: 90 % uniform in 20–45ms, 10 % in
@@ -119,7 +120,7 @@ func TestPlannerStaysWithinBudgetWhenTheUpstreamSlows(t *testing.T) {
 			}
 			hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
 				select {
-				case <-time.After(slow * fastSlow.latency(i, hedge.Attempt(ctx))):
+				case <-time.After(slow * lab.FastSlow.Latency(i, hedge.Attempt(ctx))):
 					return i, nil
 				case <-ctx.Done():
 					return 0, ctx.Err()
@@ -151,7 +152,7 @@ func TestPlannerPredictsDo(t *testing.T) {
 	ctx := context.Background()
 	planner := &hedge.Planner{Load: 0.15, Window: 5000}
 	for i := range 5000 {
-		planner.Learn(ctx, fastSlow.latency(i, 0), true)
+		planner.Learn(ctx, lab.FastSlow.Latency(i, 0), true)
 	}
 	for _, plan := range []hedge.Plan{planner.Replan(), planner.Curve(1)[bucketNear(planner.Curve(1), 60*ms)]} {
 		synctest.Test(t, func(t *testing.T) {
@@ -160,7 +161,7 @@ func TestPlannerPredictsDo(t *testing.T) {
 			for i := 5000; i < 10000; i++ {
 				hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
 					select {
-					case <-time.After(fastSlow.latency(i, hedge.Attempt(ctx))):
+					case <-time.After(lab.FastSlow.Latency(i, hedge.Attempt(ctx))):
 						return i, nil
 					case <-ctx.Done():
 						return 0, ctx.Err()

@@ -1,0 +1,152 @@
+// Package lab replays hedged calls in virtual time (testing/synctest)
+// against upstreams with known latency distributions, and finds the best
+// fixed plan in hindsight to compare with. Every attempt's latency is a
+// pure function of (call, attempt), so every policy under test, and the
+// oracle, meets the same upstream.
+package lab
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Upstream draws the latency of attempt k of call i.
+type Upstream struct {
+	Name string
+	Draw func(r *rand.Rand) time.Duration
+}
+
+// Latency is the latency of attempt k of call i.
+func (u Upstream) Latency(i, k int) time.Duration {
+	return u.Draw(rand.New(rand.NewPCG(uint64(i), uint64(k)+1)))
+}
+
+// The two upstreams of the issue tracker's evidence.
+var (
+	FastSlow = Upstream{"90% 20–45ms, 10% 450–600ms", func(r *rand.Rand) time.Duration {
+		if r.Float64() < 0.9 {
+			return 20*time.Millisecond + time.Duration(r.Int64N(int64(25*time.Millisecond)))
+		}
+		return 450*time.Millisecond + time.Duration(r.Int64N(int64(150*time.Millisecond)))
+	}}
+	Lognormal = Upstream{"lognormal(0, 0.35)s, 5% 6–10s", func(r *rand.Rand) time.Duration {
+		if r.Float64() < 0.05 {
+			return 6*time.Second + time.Duration(r.Int64N(int64(4*time.Second)))
+		}
+		return time.Duration(math.Exp(0.35*r.NormFloat64()) * float64(time.Second))
+	}}
+)
+
+// Row is what one policy did to the measured calls.
+type Row struct {
+	Name          string
+	P50, P95, P99 time.Duration
+	Amp           float64 // attempts per call
+}
+
+func (r Row) String() string {
+	return fmt.Sprintf("%-34s %9v %9v %9v %6.3fx", r.Name, r.P50.Round(time.Millisecond),
+		r.P95.Round(time.Millisecond), r.P99.Round(time.Millisecond), r.Amp)
+}
+
+// Header is the line above Rows.
+func Header() string {
+	return fmt.Sprintf("%-34s %9s %9s %9s %7s", "", "p50", "p95", "p99", "amp")
+}
+
+// Hedger makes one hedged call: it runs attempt, a call to the upstream,
+// as its policy says, and returns what the call returned.
+type Hedger func(ctx context.Context, attempt func(context.Context) (int, error)) (int, error)
+
+// Run replays warm+calls sequential calls through hedger in a synctest
+// bubble and summarizes the last calls of them. The upstream honours the
+// attempt's context; each call's attempts are numbered in the order they
+// start.
+func Run(t *testing.T, name string, up Upstream, warm, calls int, hedger Hedger) Row {
+	var row Row
+	synctest.Test(t, func(t *testing.T) {
+		var lat []time.Duration
+		attempts := 0
+		for i := range warm + calls {
+			var mu sync.Mutex
+			started := 0
+			attempt := func(ctx context.Context) (int, error) {
+				mu.Lock()
+				k := started
+				started++
+				mu.Unlock()
+				select {
+				case <-time.After(up.Latency(i, k)):
+					return i, nil
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
+			}
+			start := time.Now()
+			if _, err := hedger(t.Context(), attempt); err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+			if i >= warm {
+				lat = append(lat, time.Since(start))
+				mu.Lock()
+				attempts += started
+				mu.Unlock()
+			}
+		}
+		row = summarize(name, lat, attempts)
+	})
+	return row
+}
+
+func summarize(name string, lat []time.Duration, attempts int) Row {
+	s := slices.Sorted(slices.Values(lat))
+	return Row{name, NearestRank(s, 0.5), NearestRank(s, 0.95), NearestRank(s, 0.99),
+		float64(attempts) / float64(len(lat))}
+}
+
+// NearestRank returns the q-quantile of sorted samples.
+func NearestRank(sorted []time.Duration, q float64) time.Duration {
+	return sorted[min(max(int(math.Ceil(q*float64(len(sorted))-1e-9)), 1), len(sorted))-1]
+}
+
+// Fixed computes, without running anything, what h hedges every d do to
+// calls [warm, warm+calls): the rules of hedge.Do for attempts that all
+// succeed.
+func Fixed(up Upstream, warm, calls int, d time.Duration, h int) Row {
+	lat := make([]time.Duration, 0, calls)
+	attempts := 0
+	for i := warm; i < warm+calls; i++ {
+		done := up.Latency(i, 0)
+		attempts++
+		for k := 1; k <= h && done > time.Duration(k)*d; k++ {
+			attempts++
+			done = min(done, time.Duration(k)*d+up.Latency(i, k))
+		}
+		lat = append(lat, done)
+	}
+	return summarize(fmt.Sprintf("fixed %v ×%d", d.Round(100*time.Microsecond), h), lat, attempts)
+}
+
+// Oracle returns the fixed plan, one or two hedges at any delay from 5ms
+// to 12s, with the least p99 at an amplification of at most amp: the best
+// fixed delay chosen in hindsight.
+func Oracle(up Upstream, warm, calls int, amp float64) Row {
+	best := Row{P99: math.MaxInt64}
+	for h := 1; h <= 2; h++ {
+		for x := math.Log(float64(5 * time.Millisecond)); x <= math.Log(float64(12*time.Second)); x += 0.02 {
+			r := Fixed(up, warm, calls, time.Duration(math.Exp(x)), h)
+			if r.Amp <= amp && r.P99 < best.P99 {
+				best = r
+			}
+		}
+	}
+	best.Name = "oracle: " + best.Name
+	return best
+}
