@@ -1,0 +1,15 @@
+module github.com/tailcut/hedge/benchmarks
+
+go 1.26
+
+require (
+	github.com/failsafe-go/failsafe-go v0.9.8
+	github.com/tailcut/hedge v0.0.0
+)
+
+require (
+	github.com/benbjohnson/clock v1.3.5 // indirect
+	github.com/bits-and-blooms/bitset v1.24.4 // indirect
+)
+
+replace github.com/tailcut/hedge => ../
