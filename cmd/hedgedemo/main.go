@@ -71,22 +71,44 @@ func run(ctx context.Context, cfg config, out, status io.Writer) (err error) {
 	defer transport.CloseIdleConnections()
 	client := &http.Client{Transport: transport}
 
-	unhedged := drive(ctx, client, srv.url, newPolicy(1, cfg.delay, cfg.timeout), cfg.calls, cfg.concurrency,
-		newProgress(status, "no hedging", cfg.calls))
-	unhedged.name = "no hedging"
-	hedged := drive(ctx, client, srv.url, newPolicy(2, cfg.delay, cfg.timeout), cfg.calls, cfg.concurrency,
-		newProgress(status, "one hedge", cfg.calls))
-	hedged.name = "1 hedge after " + cfg.delay.String()
-	// With 10% slow replies, 1% of calls draw a slow primary and a slow
-	// hedge: that is the p99 itself, so one hedge leaves p99 on a knife
-	// edge. A second hedge takes it off.
-	twice := drive(ctx, client, srv.url, newPolicy(3, cfg.delay, cfg.timeout), cfg.calls, cfg.concurrency,
-		newProgress(status, "two hedges", cfg.calls))
-	twice.name = "2 hedges, every " + cfg.delay.String()
-	if err := ctx.Err(); err != nil {
+	planner := &hedge.Planner{Load: 0.15, Window: max(cfg.calls/2, 2)}
+	runs := []struct {
+		name, progress string
+		policy         hedge.Policy[*http.Response]
+		learns         bool // measured after a warm-up run of as many calls
+	}{
+		{"no hedging", "no hedging", newPolicy(1, hedge.Fixed(cfg.delay), cfg.timeout), false},
+		{"1 hedge after " + cfg.delay.String(), "one hedge", newPolicy(2, hedge.Fixed(cfg.delay), cfg.timeout), false},
+		// With 10% slow replies, 1% of calls draw a slow primary and a
+		// slow hedge: that is the p99 itself, so one hedge leaves p99 on a
+		// knife edge. A second hedge takes it off.
+		{"2 hedges, every " + cfg.delay.String(), "two hedges", newPolicy(3, hedge.Fixed(cfg.delay), cfg.timeout), false},
+		// The learned delays start cold, and under concurrency the first
+		// answers are the fast ones: the slow calls are still in flight.
+		// They are measured once they have seen the upstream.
+		{"Percentile{Quantile: 0.9}", "percentile", newPolicy(3, &hedge.Percentile{Quantile: 0.9}, cfg.timeout), true},
+		{"Planner{Load: 0.15}", "planner", newPolicy(3, planner, cfg.timeout), true},
+	}
+	var rows []row
+	for _, r := range runs {
+		if r.learns {
+			drive(ctx, client, srv.url, r.policy, cfg.calls, cfg.concurrency, newProgress(status, r.progress+" warm-up", cfg.calls))
+		}
+		got := drive(ctx, client, srv.url, r.policy, cfg.calls, cfg.concurrency, newProgress(status, r.progress, cfg.calls))
+		got.name = r.name
+		if r.policy.Delay == planner {
+			plan := planner.Plan()
+			got.name += fmt.Sprintf(": %d×%v", plan.Hedges, plan.Delay.Round(100*time.Microsecond))
+		}
+		rows = append(rows, got)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if err := printTable(out, rows...); err != nil {
 		return err
 	}
-	return printTable(out, unhedged, hedged, twice)
+	return printHistogram(out, rows[0], rows[2])
 }
 
 // newTransport keeps enough idle connections for every attempt in flight:
@@ -98,10 +120,10 @@ func newTransport(concurrency int) *http.Transport {
 	return t
 }
 
-// newPolicy hedges up to attempts-1 times, after delay, within timeout.
-func newPolicy(attempts int, delay, timeout time.Duration) hedge.Policy[*http.Response] {
+// newPolicy hedges up to attempts-1 times, as delay says, within timeout.
+func newPolicy(attempts int, delay hedge.Delay, timeout time.Duration) hedge.Policy[*http.Response] {
 	return hedge.Policy[*http.Response]{
-		Delay:       hedge.Fixed(delay),
+		Delay:       delay,
 		MaxAttempts: attempts,
 		Timeout:     timeout,
 		Discard:     discardResponse,
@@ -172,8 +194,8 @@ func get(ctx context.Context, client *http.Client, url string, policy hedge.Poli
 	if err != nil {
 		return err
 	}
-	// Do has unlinked the winner from ctx and the Timeout, so nothing bounds
-	// this read but the server; ours has sent the whole tiny body already.
+	// The winner's context lasts until the call's deadline: the body can
+	// still be read, and the Timeout still bounds the read.
 	defer resp.Body.Close()
 	_, err = io.Copy(io.Discard, resp.Body)
 	return err

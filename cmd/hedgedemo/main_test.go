@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/tailcut/hedge"
 	"io"
 	"net/http"
 	"runtime"
@@ -110,7 +111,7 @@ func TestDriveClosesEveryBody(t *testing.T) {
 
 			const calls = 100
 			var ticks atomic.Int64
-			r := drive(t.Context(), client, srv.url, newPolicy(tt.attempts, tt.delay, 2*time.Second), calls, 4,
+			r := drive(t.Context(), client, srv.url, newPolicy(tt.attempts, hedge.Fixed(tt.delay), 2*time.Second), calls, 4,
 				func() { ticks.Add(1) })
 			if r.failures != 0 {
 				t.Errorf("%d calls failed, first: %v", r.failures, r.firstErr)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -47,7 +48,7 @@ type row struct {
 func (r row) p99() time.Duration { return percentiles(r.latencies, 0.99)[0] }
 
 // printTable writes the comparison of the runs, then a summary of the
-// last against the first.
+// run with the least p99 against the first.
 func printTable(w io.Writer, rows ...row) error {
 	// Numbers read best aligned right, names left: pad the names to one
 	// width so that right-aligning them changes nothing.
@@ -79,15 +80,64 @@ func printTable(w io.Writer, rows ...row) error {
 	if len(rows) < 2 {
 		return nil
 	}
-	base, last := rows[0], rows[len(rows)-1]
+	base, last := rows[0], rows[1]
+	for _, r := range rows[1:] {
+		if r.p99() < last.p99() {
+			last = r
+		}
+	}
 	verb := "cut"
 	if last.p99() > base.p99() {
 		verb = "raised"
 	}
 	extra := last.stats.Amplification()/base.stats.Amplification() - 1
-	_, err := fmt.Fprintf(w, "\np99 %s from %v to %v for %s extra calls\n", verb,
+	_, err := fmt.Fprintf(w, "\n%s: p99 %s from %v to %v for %s extra calls\n", last.name, verb,
 		base.p99().Round(time.Millisecond), last.p99().Round(time.Millisecond), percent(extra))
 	return err
 }
 
 func percent(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+// histogramEdges are the upper edges of the histogram's latency bands.
+var histogramEdges = []time.Duration{
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
+	400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond,
+}
+
+// printHistogram draws the share of calls in each latency band, for each
+// row side by side, so the tail that hedging moves can be seen.
+func printHistogram(w io.Writer, rows ...row) error {
+	const width = 24 // characters for a band that holds every call
+	fmt.Fprintf(w, "\n%-12s", "latency")
+	for _, r := range rows {
+		fmt.Fprintf(w, "  %-*s", width+7, r.name)
+	}
+	fmt.Fprintln(w)
+	lo := time.Duration(0)
+	for i := 0; i <= len(histogramEdges); i++ {
+		hi := time.Duration(math.MaxInt64)
+		label := fmt.Sprintf("≥ %v", lo)
+		if i < len(histogramEdges) {
+			hi = histogramEdges[i]
+			label = fmt.Sprintf("< %v", hi)
+		}
+		fmt.Fprintf(w, "%-12s", label)
+		for _, r := range rows {
+			n := 0
+			for _, d := range r.latencies {
+				if d >= lo && d < hi {
+					n++
+				}
+			}
+			share := float64(n) / float64(max(len(r.latencies), 1))
+			bar := strings.Repeat("█", int(math.Round(share*width)))
+			if bar == "" && n > 0 {
+				bar = "▏" // a band with calls is never blank: that is the tail
+			}
+			fmt.Fprintf(w, "  %-*s %5.1f%%", width, bar, 100*share)
+		}
+		fmt.Fprintln(w)
+		lo = hi
+	}
+	return nil
+}
