@@ -2,18 +2,20 @@ module github.com/tailcut/hedge/hedgegrpc
 
 go 1.26.0
 
-require github.com/tailcut/hedge v0.0.0
+require (
+	github.com/google/go-cmp v0.7.0
+	github.com/tailcut/hedge v0.0.0
+	go.uber.org/goleak v1.3.0
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
 
 require (
 	github.com/benbjohnson/clock v1.3.5 // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
-	google.golang.org/grpc v1.85.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace github.com/tailcut/hedge => ../

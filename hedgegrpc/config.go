@@ -1,0 +1,248 @@
+package hedgegrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/tailcut/hedge"
+)
+
+// DefaultMaxAttemptsLimit is the largest MaxAttempts a HedgingPolicy gets
+// when Config.MaxAttemptsLimit is 0: gRFC A6's client-side cap. A policy
+// asking for more gets this many, because a service config may come from
+// DNS, and a client must not let a stranger multiply its load.
+const DefaultMaxAttemptsLimit = 5
+
+// ErrInvalidConfig is wrapped by the error New and ParseServiceConfig
+// return for a configuration they cannot honour.
+var ErrInvalidConfig = errors.New("hedgegrpc: invalid config")
+
+// Config is the hedging configuration of one channel (one server name):
+// which methods to hedge and how, and how to throttle. It is a plain
+// value; New validates it and copies what it needs, so changing a Config
+// after New changes nothing. The zero Config is valid and hedges nothing.
+type Config struct {
+	// Methods maps method names to their hedging policy. A name is
+	// "package.Service/Method" for one method, "package.Service" for every
+	// method of a service without a name of its own, or "" for every
+	// method without a more specific name; the most specific name wins, as
+	// in a gRPC service config. A leading "/" is accepted, so generated
+	// FullMethodName constants work as names. Methods without a policy are
+	// called once, unhedged.
+	Methods map[string]HedgingPolicy
+
+	// RetryThrottling, if set, throttles hedges on the channel with gRPC's
+	// token bucket (A6): failures with a non-fatal code drain it,
+	// successes refill it, and no hedge starts while half of it or less
+	// is left. Nil means no throttling.
+	RetryThrottling *RetryThrottling
+
+	// MaxAttemptsLimit caps every policy's MaxAttempts; larger values are
+	// treated as the limit, as A6 asks. 0 means DefaultMaxAttemptsLimit
+	// (5). Raise it, up to hedge.MaxAttemptsLimit, to allow more; it must
+	// be at least 2.
+	MaxAttemptsLimit int
+
+	// Observer, if set, receives a hedge.Report for every hedged call
+	// (*hedge.Stats counts hedge rate, win rate and amplification). Its
+	// BudgetRefusals count hedges that throttling or server pushback held
+	// back. It must be safe for concurrent use.
+	Observer hedge.Observer
+}
+
+// HedgingPolicy is gRFC A6's hedgingPolicy for one method or service: send
+// the call, and send another copy every HedgingDelay until one answers OK
+// or MaxAttempts copies are out. The zero value is invalid (MaxAttempts
+// must be at least 2).
+type HedgingPolicy struct {
+	// MaxAttempts bounds the attempts of one call, the original included.
+	// It must be at least 2; values above Config.MaxAttemptsLimit are
+	// treated as that limit.
+	MaxAttempts int
+
+	// HedgingDelay is how long an attempt runs before the next is sent.
+	// 0 sends every attempt at once; it must not be negative.
+	HedgingDelay time.Duration
+
+	// NonFatalStatusCodes are the codes that let the other attempts go
+	// on: such a failure starts the next attempt at once. Any other code
+	// ends the call with that failure and cancels the other attempts. OK
+	// is not allowed. An empty list makes every failure fatal, which
+	// hedges only against slowness (gRPC Java accepts that too, although
+	// A6's config comment calls the field required).
+	NonFatalStatusCodes []codes.Code
+
+	// Delay, if set, replaces HedgingDelay with a delay source of the core
+	// module, such as &hedge.Percentile{} to hedge at the learned p95 of
+	// this method. One Delay serves every method under this name, and a
+	// learned one learns from all of them: give each method its own name
+	// (and its own Delay) to learn each apart. It must be safe for
+	// concurrent use.
+	Delay hedge.Delay
+}
+
+// RetryThrottling is gRFC A6's retryThrottling: a token bucket of
+// MaxTokens that every failure with a non-fatal code (or a pushback that
+// says not to retry) drains by one and every success refills by
+// TokenRatio. No hedge starts while MaxTokens/2 or fewer tokens are left.
+// The zero value is invalid.
+type RetryThrottling struct {
+	// MaxTokens is the bucket's size, in (0, 1000]. It starts full.
+	MaxTokens int
+	// TokenRatio is what one success refills: greater than 0, with at most
+	// three decimals, as A6 supports.
+	TokenRatio float64
+}
+
+// method is one validated policy, ready for calls.
+type method struct {
+	policy   hedge.Policy[*attempt] // Budget is set per call
+	max      int                    // MaxAttempts after the cap
+	nonFatal uint32                 // bit c set: code c is non-fatal
+}
+
+// classify is the policy's classifier: OK is accepted, a non-fatal code
+// is retryable, and any other code is terminal.
+func (m *method) classify(_ *attempt, err error) hedge.Outcome {
+	if err == nil {
+		return hedge.Accept
+	}
+	if m.isNonFatal(codeOf(err)) {
+		return hedge.Retryable
+	}
+	return hedge.Terminal
+}
+
+func (m *method) isNonFatal(c codes.Code) bool { return c < 32 && m.nonFatal&(1<<c) != 0 }
+
+// maxCode is one past the last code gRPC defines (Unauthenticated).
+const maxCode = codes.Unauthenticated + 1
+
+// compile validates cfg and returns its methods by name, with leading
+// slashes removed, and its token bucket.
+func compile(cfg Config) (map[string]*method, *hedge.TokenBucket, error) {
+	limit := cfg.MaxAttemptsLimit
+	switch {
+	case limit == 0:
+		limit = DefaultMaxAttemptsLimit
+	case limit < 2 || limit > hedge.MaxAttemptsLimit:
+		return nil, nil, fmt.Errorf("%w: MaxAttemptsLimit %d is outside 2..%d", ErrInvalidConfig, limit, hedge.MaxAttemptsLimit)
+	}
+	var bucket *hedge.TokenBucket
+	if t := cfg.RetryThrottling; t != nil {
+		if err := t.validate(); err != nil {
+			return nil, nil, err
+		}
+		b, err := hedge.NewTokenBucket(t.MaxTokens, t.TokenRatio)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		bucket = b
+	}
+	methods := make(map[string]*method, len(cfg.Methods))
+	for name, p := range cfg.Methods {
+		key, err := methodKey(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, dup := methods[key]; dup {
+			return nil, nil, fmt.Errorf("%w: method %q is named twice", ErrInvalidConfig, key)
+		}
+		m, err := p.compile(limit)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w (method %q)", err, name)
+		}
+		m.policy.Observer = cfg.Observer
+		methods[key] = m
+	}
+	return methods, bucket, nil
+}
+
+// methodKey checks a Config.Methods name and returns it without a
+// leading slash.
+func methodKey(name string) (string, error) {
+	key := name
+	if strings.HasPrefix(key, "/") {
+		// Only a full method name has a leading slash: "/pkg.Svc/Method".
+		key = key[1:]
+		if !strings.Contains(key, "/") {
+			return "", fmt.Errorf("%w: method name %q: a leading slash must be followed by service/method", ErrInvalidConfig, name)
+		}
+	}
+	svc, meth, hasMethod := strings.Cut(key, "/")
+	switch {
+	case key == "":
+		return "", nil
+	case svc == "":
+		return "", fmt.Errorf("%w: method name %q has a method but no service", ErrInvalidConfig, name)
+	case hasMethod && (meth == "" || strings.Contains(meth, "/")):
+		return "", fmt.Errorf("%w: method name %q is not service or service/method", ErrInvalidConfig, name)
+	}
+	return key, nil
+}
+
+func (p HedgingPolicy) compile(limit int) (*method, error) {
+	if p.MaxAttempts < 2 {
+		return nil, fmt.Errorf("%w: maxAttempts %d is below 2", ErrInvalidConfig, p.MaxAttempts)
+	}
+	if p.HedgingDelay < 0 {
+		return nil, fmt.Errorf("%w: negative hedgingDelay %v", ErrInvalidConfig, p.HedgingDelay)
+	}
+	m := &method{max: min(p.MaxAttempts, limit)}
+	for _, c := range p.NonFatalStatusCodes {
+		switch {
+		case c == codes.OK:
+			return nil, fmt.Errorf("%w: nonFatalStatusCodes holds OK, which is not a failure", ErrInvalidConfig)
+		case c >= maxCode:
+			return nil, fmt.Errorf("%w: nonFatalStatusCodes holds %d, which is not a gRPC status code", ErrInvalidConfig, uint32(c))
+		}
+		m.nonFatal |= 1 << c
+	}
+	delay := p.Delay
+	if delay == nil {
+		delay = hedge.Fixed(p.HedgingDelay)
+	} else if err := checkDelay(delay); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	m.policy = hedge.Policy[*attempt]{Delay: delay, MaxAttempts: m.max, Classify: m.classify}
+	return m, nil
+}
+
+// errProbe ends checkDelay's probe call. Permanent, so that a learned
+// Delay does not learn from the probe: Do tells a Learner only about
+// primaries it accepted.
+var errProbe = hedge.Permanent(errors.New("hedgegrpc: probe"))
+
+// checkDelay reports the error hedge.Do would return, from every call,
+// for a Delay with bad settings (a Percentile with Quantile 2, say). The
+// core validates delays only inside Do, so New asks Do once, with a
+// single attempt, which never consults the Delay: a bad setting is then
+// an error at construction, not a failure of every later call.
+func checkDelay(d hedge.Delay) error {
+	_, err := hedge.Do(context.Background(), hedge.Policy[struct{}]{Delay: d, MaxAttempts: 1},
+		func(context.Context) (struct{}, error) { return struct{}{}, errProbe })
+	if errors.Is(err, hedge.ErrInvalidPolicy) {
+		return err
+	}
+	return nil
+}
+
+func (t *RetryThrottling) validate() error {
+	switch r := t.TokenRatio; {
+	case t.MaxTokens <= 0 || t.MaxTokens > 1000:
+		return fmt.Errorf("%w: retryThrottling maxTokens %d is outside (0, 1000]", ErrInvalidConfig, t.MaxTokens)
+	case math.IsNaN(r) || math.IsInf(r, 0) || r <= 0:
+		return fmt.Errorf("%w: retryThrottling tokenRatio %v is not above 0", ErrInvalidConfig, r)
+	case math.Round(r*1000)/1000 != r:
+		// m/1000 is correctly rounded, so it equals r exactly when r is
+		// the double nearest a decimal of three places, as JSON's 0.1 is.
+		return fmt.Errorf("%w: retryThrottling tokenRatio %v has more than three decimals", ErrInvalidConfig, r)
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package hedgegrpc_test
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/hedgegrpc"
+)
+
+func TestNewValidates(t *testing.T) {
+	good := hedgegrpc.HedgingPolicy{MaxAttempts: 2, NonFatalStatusCodes: unavailable}
+	with := func(f func(*hedgegrpc.HedgingPolicy)) hedgegrpc.Config {
+		p := good
+		f(&p)
+		return hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{"pkg.Svc/M": p}}
+	}
+	throttle := func(max int, ratio float64) hedgegrpc.Config {
+		return hedgegrpc.Config{RetryThrottling: &hedgegrpc.RetryThrottling{MaxTokens: max, TokenRatio: ratio}}
+	}
+	names := func(names ...string) hedgegrpc.Config {
+		cfg := hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{}}
+		for _, n := range names {
+			cfg.Methods[n] = good
+		}
+		return cfg
+	}
+	tests := []struct {
+		name string
+		cfg  hedgegrpc.Config
+		want string // "" for valid; else a fragment of the error
+	}{
+		{"zero config", hedgegrpc.Config{}, ""},
+		{"good policy", with(func(*hedgegrpc.HedgingPolicy) {}), ""},
+		{"no non-fatal codes", with(func(p *hedgegrpc.HedgingPolicy) { p.NonFatalStatusCodes = nil }), ""},
+		{"maxAttempts above the limit", with(func(p *hedgegrpc.HedgingPolicy) { p.MaxAttempts = 100 }), ""},
+		{"learned delay", with(func(p *hedgegrpc.HedgingPolicy) { p.Delay = &hedge.Percentile{Quantile: 0.9} }), ""},
+		{"names of every kind", names("", "pkg.Svc", "pkg.Svc/M", "/pkg.Other/M"), ""},
+		{"throttling at its bounds", throttle(1000, 0.001), ""},
+
+		{"maxAttempts 1", with(func(p *hedgegrpc.HedgingPolicy) { p.MaxAttempts = 1 }), "maxAttempts 1 is below 2"},
+		{"maxAttempts 0", with(func(p *hedgegrpc.HedgingPolicy) { p.MaxAttempts = 0 }), "maxAttempts 0 is below 2"},
+		{"negative delay", with(func(p *hedgegrpc.HedgingPolicy) { p.HedgingDelay = -time.Millisecond }), "negative hedgingDelay"},
+		{"OK is not a failure", with(func(p *hedgegrpc.HedgingPolicy) { p.NonFatalStatusCodes = []codes.Code{codes.OK} }), "holds OK"},
+		{"unknown code", with(func(p *hedgegrpc.HedgingPolicy) { p.NonFatalStatusCodes = []codes.Code{17} }), "17, which is not a gRPC status code"},
+		{"bad learned delay", with(func(p *hedgegrpc.HedgingPolicy) { p.Delay = &hedge.Percentile{Quantile: 2} }), "Quantile 2"},
+		{"method without service", names("/M"), "leading slash"},
+		{"empty method", names("pkg.Svc/"), "not service or service/method"},
+		{"too many slashes", names("a/b/c"), "not service or service/method"},
+		{"one name with and without a slash", names("/x/y", "x/y"), "named twice"},
+		{"maxTokens 0", throttle(0, 0.1), "maxTokens 0 is outside (0, 1000]"},
+		{"maxTokens 1001", throttle(1001, 0.1), "maxTokens 1001"},
+		{"tokenRatio 0", throttle(10, 0), "tokenRatio 0 is not above 0"},
+		{"negative tokenRatio", throttle(10, -0.1), "tokenRatio -0.1"},
+		{"NaN tokenRatio", throttle(10, math.NaN()), "tokenRatio NaN"},
+		{"four decimals", throttle(10, 0.1234), "more than three decimals"},
+		{"MaxAttemptsLimit 1", hedgegrpc.Config{MaxAttemptsLimit: 1}, "MaxAttemptsLimit 1 is outside 2..10"},
+		{"MaxAttemptsLimit 11", hedgegrpc.Config{MaxAttemptsLimit: 11}, "MaxAttemptsLimit 11"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in, err := hedgegrpc.New(tt.cfg)
+			checkErr(t, err, tt.want)
+			if (in == nil) != (err != nil) {
+				t.Errorf("New = %v, %v: want an Interceptor or an error", in, err)
+			}
+		})
+	}
+}
+
+func checkErr(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("err = %v, want nil", err)
+	case want != "" && err == nil:
+		t.Errorf("err = nil, want one containing %q", want)
+	case want != "" && (!strings.Contains(err.Error(), want) || !errors.Is(err, hedgegrpc.ErrInvalidConfig)):
+		t.Errorf("err = %v, want an ErrInvalidConfig containing %q", err, want)
+	}
+}
+
+func TestParseServiceConfig(t *testing.T) {
+	// A6's own example, with a default for every method beside it.
+	const a6 = `{
+	  "loadBalancingPolicy": "round_robin",
+	  "methodConfig": [{
+	    "name": [{"service": "pkg.Svc", "method": "Get"}, {"service": "pkg.Other"}],
+	    "timeout": "1s",
+	    "hedgingPolicy": {
+	      "maxAttempts": 4,
+	      "hedgingDelay": ".5s",
+	      "nonFatalStatusCodes": ["UNAVAILABLE", "INTERNAL", "ABORTED"]
+	    }
+	  }, {
+	    "name": [{}],
+	    "hedgingPolicy": {"maxAttempts": 2, "nonFatalStatusCodes": [14]}
+	  }, {
+	    "name": [{"service": "pkg.Retried"}],
+	    "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.1s", "maxBackoff": "1s",
+	                    "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}
+	  }],
+	  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}
+	}`
+	a6Policy := hedgegrpc.HedgingPolicy{
+		MaxAttempts:         4,
+		HedgingDelay:        500 * time.Millisecond,
+		NonFatalStatusCodes: []codes.Code{codes.Unavailable, codes.Internal, codes.Aborted},
+	}
+	hedging := func(body string) string {
+		return `{"methodConfig": [{"name": [{"service": "s"}], "hedgingPolicy": ` + body + `}]}`
+	}
+	delay := func(d string) string {
+		return hedging(`{"maxAttempts": 2, "hedgingDelay": "` + d + `"}`)
+	}
+	tests := []struct {
+		name    string
+		js      string
+		want    hedgegrpc.Config
+		wantErr string
+	}{{
+		name: "A6's example",
+		js:   a6,
+		want: hedgegrpc.Config{
+			Methods: map[string]hedgegrpc.HedgingPolicy{
+				"pkg.Svc/Get": a6Policy,
+				"pkg.Other":   a6Policy,
+				"":            {MaxAttempts: 2, NonFatalStatusCodes: []codes.Code{codes.Unavailable}},
+			},
+			RetryThrottling: &hedgegrpc.RetryThrottling{MaxTokens: 10, TokenRatio: 0.1},
+		},
+	}, {
+		name: "an empty config hedges nothing",
+		js:   `{}`,
+	}, {
+		name: "maxAttempts above 5 is kept: New caps it",
+		js:   hedging(`{"maxAttempts": 9}`),
+		want: hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{"s": {MaxAttempts: 9}}},
+	}, {
+		name: "hedgingDelay 0s",
+		js:   delay("0s"),
+		want: hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{"s": {MaxAttempts: 2}}},
+	}, {
+		name: "hedgingDelay with nine decimals",
+		js:   delay("1.000000001s"),
+		want: hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{"s": {MaxAttempts: 2, HedgingDelay: time.Second + 1}}},
+	}, {
+		name: "an entry without names is skipped",
+		js:   `{"methodConfig": [{"hedgingPolicy": {"maxAttempts": 2}}]}`,
+	},
+		{name: "not JSON", js: `{`, wantErr: "service config"},
+		{name: "retryPolicy and hedgingPolicy", js: `{"methodConfig": [{"name": [{"service": "s"}], "retryPolicy": {}, "hedgingPolicy": {"maxAttempts": 2}}]}`, wantErr: "both retryPolicy and hedgingPolicy"},
+		{name: "no maxAttempts", js: hedging(`{}`), wantErr: "no maxAttempts"},
+		{name: "maxAttempts 1", js: hedging(`{"maxAttempts": 1}`), wantErr: "maxAttempts 1 is below 2"},
+		{name: "fractional maxAttempts", js: hedging(`{"maxAttempts": 2.5}`), wantErr: "2.5 is not an integer"},
+		{name: "unknown code", js: hedging(`{"maxAttempts": 2, "nonFatalStatusCodes": ["SLOW"]}`), wantErr: "invalid code"},
+		{name: "OK is not a failure", js: hedging(`{"maxAttempts": 2, "nonFatalStatusCodes": ["OK"]}`), wantErr: "holds OK"},
+		{name: "method without service", js: `{"methodConfig": [{"name": [{"method": "M"}], "hedgingPolicy": {"maxAttempts": 2}}]}`, wantErr: "without a service"},
+		{name: "name given twice", js: `{"methodConfig": [{"name": [{"service": "s"}, {"service": "s"}], "hedgingPolicy": {"maxAttempts": 2}}]}`, wantErr: "an earlier entry named"},
+		{name: "delay without s", js: delay("1"), wantErr: "ending in \"s\""},
+		{name: "negative delay", js: delay("-1s"), wantErr: "negative"},
+		{name: "delay in ms", js: delay("500ms"), wantErr: "not decimal seconds"},
+		{name: "ten decimals", js: delay("0.0000000001s"), wantErr: "at most nine decimals"},
+		{name: "bare s", js: delay("s"), wantErr: "not decimal seconds"},
+		{name: "delay out of range", js: delay("9999999999s"), wantErr: "out of range"},
+		{name: "maxTokens 0", js: `{"retryThrottling": {"maxTokens": 0, "tokenRatio": 0.1}}`, wantErr: "maxTokens 0 is outside"},
+		{name: "maxTokens 1001", js: `{"retryThrottling": {"maxTokens": 1001, "tokenRatio": 0.1}}`, wantErr: "outside (0, 1000]"},
+		{name: "fractional maxTokens", js: `{"retryThrottling": {"maxTokens": 7.5, "tokenRatio": 0.1}}`, wantErr: "whole number"},
+		{name: "no tokenRatio", js: `{"retryThrottling": {"maxTokens": 10}}`, wantErr: "needs maxTokens and tokenRatio"},
+		{name: "tokenRatio 0", js: `{"retryThrottling": {"maxTokens": 10, "tokenRatio": 0}}`, wantErr: "not above 0"},
+		{name: "tokenRatio with four decimals", js: `{"retryThrottling": {"maxTokens": 10, "tokenRatio": 0.0005}}`, wantErr: "more than three decimals"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := hedgegrpc.ParseServiceConfig(tt.js)
+			checkErr(t, err, tt.wantErr)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+			if err == nil {
+				if _, err := hedgegrpc.New(got); err != nil {
+					t.Errorf("New(ParseServiceConfig(...)) = %v", err)
+				}
+			}
+		})
+	}
+}

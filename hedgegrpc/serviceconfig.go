@@ -1,0 +1,156 @@
+package hedgegrpc
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/tailcut/hedge"
+)
+
+// ParseServiceConfig reads the hedging parts of a gRPC service config in
+// its JSON form (gRFC A6): every methodConfig entry that has a
+// hedgingPolicy, under each of its names, and retryThrottling. Other
+// fields (loadBalancingPolicy, timeout, retryPolicy, ...) are ignored, so
+// the same document can be given to grpc.WithDefaultServiceConfig. It
+// returns an error wrapping ErrInvalidConfig for a document A6 does not
+// allow: an entry with both retryPolicy and hedgingPolicy, a name given
+// twice, a method without a service, maxAttempts below 2, a hedgingDelay
+// that is not a non-negative proto3 duration ("0.5s"), an unknown status
+// code, or a retryThrottling outside its bounds. maxAttempts above the
+// limit is not an error here: New treats it as Config.MaxAttemptsLimit.
+//
+// A6 allows a fractional maxTokens; this package's token bucket counts
+// whole tokens, so ParseServiceConfig rejects one.
+func ParseServiceConfig(js string) (Config, error) {
+	var doc struct {
+		MethodConfig []struct {
+			Name []struct {
+				Service string
+				Method  string
+			}
+			RetryPolicy   json.RawMessage
+			HedgingPolicy *struct {
+				MaxAttempts         *float64
+				HedgingDelay        *string
+				NonFatalStatusCodes []codes.Code
+			}
+		}
+		RetryThrottling *struct {
+			MaxTokens  *float64
+			TokenRatio *float64
+		}
+	}
+	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+		return Config{}, fmt.Errorf("%w: service config: %w", ErrInvalidConfig, err)
+	}
+	var cfg Config
+	for i, mc := range doc.MethodConfig {
+		hp := mc.HedgingPolicy
+		if hp == nil {
+			continue // not hedged: gRPC's own retryPolicy, or neither
+		}
+		where := fmt.Sprintf("methodConfig[%d]", i)
+		if len(mc.RetryPolicy) > 0 && string(mc.RetryPolicy) != "null" {
+			return Config{}, fmt.Errorf("%w: %s has both retryPolicy and hedgingPolicy", ErrInvalidConfig, where)
+		}
+		var p HedgingPolicy
+		switch n := hp.MaxAttempts; {
+		case n == nil:
+			return Config{}, fmt.Errorf("%w: %s: hedgingPolicy has no maxAttempts", ErrInvalidConfig, where)
+		case *n != math.Trunc(*n):
+			return Config{}, fmt.Errorf("%w: %s: maxAttempts %v is not an integer", ErrInvalidConfig, where, *n)
+		default:
+			// Clamped before the conversion: New caps it far lower anyway.
+			p.MaxAttempts = int(math.Max(math.Min(*n, 1e6), -1))
+		}
+		if hp.HedgingDelay != nil {
+			d, err := parseDuration(*hp.HedgingDelay)
+			if err != nil {
+				return Config{}, fmt.Errorf("%w: %s: hedgingDelay: %w", ErrInvalidConfig, where, err)
+			}
+			p.HedgingDelay = d
+		}
+		p.NonFatalStatusCodes = hp.NonFatalStatusCodes
+		for _, n := range mc.Name {
+			if n.Service == "" && n.Method != "" {
+				return Config{}, fmt.Errorf("%w: %s names method %q without a service", ErrInvalidConfig, where, n.Method)
+			}
+			key := n.Service
+			if n.Method != "" {
+				key += "/" + n.Method
+			}
+			if _, dup := cfg.Methods[key]; dup {
+				return Config{}, fmt.Errorf("%w: %s names %q, which an earlier entry named", ErrInvalidConfig, where, key)
+			}
+			if cfg.Methods == nil {
+				cfg.Methods = map[string]HedgingPolicy{}
+			}
+			cfg.Methods[key] = p
+		}
+	}
+	if t := doc.RetryThrottling; t != nil {
+		switch {
+		case t.MaxTokens == nil || t.TokenRatio == nil:
+			return Config{}, fmt.Errorf("%w: retryThrottling needs maxTokens and tokenRatio", ErrInvalidConfig)
+		case *t.MaxTokens <= 0 || *t.MaxTokens > 1000:
+			return Config{}, fmt.Errorf("%w: retryThrottling maxTokens %v is outside (0, 1000]", ErrInvalidConfig, *t.MaxTokens)
+		case *t.MaxTokens != math.Trunc(*t.MaxTokens):
+			return Config{}, fmt.Errorf("%w: retryThrottling maxTokens %v is not a whole number of tokens", ErrInvalidConfig, *t.MaxTokens)
+		}
+		cfg.RetryThrottling = &RetryThrottling{MaxTokens: int(*t.MaxTokens), TokenRatio: *t.TokenRatio}
+		if err := cfg.RetryThrottling.validate(); err != nil {
+			return Config{}, err
+		}
+	}
+	// Everything else New checks: report it now, not at New.
+	if _, _, err := compile(Config{Methods: cfg.Methods, MaxAttemptsLimit: hedge.MaxAttemptsLimit}); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// parseDuration reads a proto3 JSON Duration that must not be negative:
+// decimal seconds with up to nine fractional digits and an "s" suffix,
+// such as "0.5s", ".5s" or "2s".
+func parseDuration(s string) (time.Duration, error) {
+	body, ok := strings.CutSuffix(s, "s")
+	if !ok {
+		return 0, fmt.Errorf("%q is not decimal seconds ending in \"s\"", s)
+	}
+	if strings.HasPrefix(body, "-") {
+		return 0, fmt.Errorf("%q is negative", s)
+	}
+	whole, frac, _ := strings.Cut(body, ".")
+	if whole == "" && frac == "" || !digits(whole) || !digits(frac) || len(frac) > 9 {
+		return 0, fmt.Errorf("%q is not decimal seconds with at most nine decimals", s)
+	}
+	var secs, nanos int64
+	if whole != "" {
+		n, err := strconv.ParseInt(whole, 10, 64)
+		if err != nil || n > math.MaxInt64/int64(time.Second)-1 {
+			return 0, fmt.Errorf("%q is out of range", s)
+		}
+		secs = n
+	}
+	if frac != "" {
+		n, _ := strconv.ParseInt(frac+strings.Repeat("0", 9-len(frac)), 10, 64)
+		nanos = n
+	}
+	return time.Duration(secs)*time.Second + time.Duration(nanos), nil
+}
+
+// digits reports whether s holds only ASCII digits; "" does.
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
