@@ -1,0 +1,87 @@
+package hedgehttp_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/hedgehttp"
+)
+
+// memory is an in-memory upstream that answers at once with a fresh
+// response (a RoundTripper's response is its caller's to keep), so that
+// the benchmarks measure the transports, not a network.
+type memory struct{}
+
+func (memory) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok")), ContentLength: 2, Request: r}, nil
+}
+
+// stuckPrimary hangs the first attempt until it is cancelled: every call
+// pays for a hedge.
+type stuckPrimary struct{}
+
+func (stuckPrimary) RoundTrip(r *http.Request) (*http.Response, error) {
+	if hedge.Attempt(r.Context()) == 0 {
+		return hang(r)
+	}
+	return memory{}.RoundTrip(r)
+}
+
+func roundTrip(b *testing.B, rt http.RoundTripper, req *http.Request) {
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
+
+// The fast path: the first attempt answers before its hedge is due, with
+// the zero Transport's own delay (learned per route) and with a fixed one,
+// beside Base called directly, and a request that passes through.
+func BenchmarkFastPath(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background()) // as a server's request context
+	defer cancel()
+	get, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://upstream.test/", nil)
+	post, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://upstream.test/", http.NoBody)
+	for _, bm := range []struct {
+		name string
+		rt   http.RoundTripper
+		req  *http.Request
+	}{
+		{"bare", memory{}, get},
+		{"hedgehttp", &hedgehttp.Transport{Base: memory{}}, get},
+		{"hedgehttp-fixed", &hedgehttp.Transport{Base: memory{}, Delay: hedge.Fixed(time.Hour)}, get},
+		{"passthrough", &hedgehttp.Transport{Base: memory{}}, post},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				roundTrip(b, bm.rt, bm.req)
+			}
+		})
+		b.Run(bm.name+"-parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					roundTrip(b, bm.rt, bm.req)
+				}
+			})
+		})
+	}
+}
+
+// The hedge fires at once and wins; the primary is cancelled.
+func BenchmarkHedgeFires(b *testing.B) {
+	req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/", nil)
+	tr := &hedgehttp.Transport{Base: stuckPrimary{}, Delay: hedge.Fixed(0)}
+	b.ReportAllocs()
+	for b.Loop() {
+		roundTrip(b, tr, req)
+	}
+}

@@ -1,0 +1,151 @@
+package hedgehttp
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tailcut/hedge"
+)
+
+// route is what the requests of one route share: their delay and their
+// counts.
+type route struct {
+	name  string
+	delay hedge.Delay // nil when the Transport's Delay serves every route
+	stats hedge.Stats
+}
+
+// hostKey names a method-and-host route without building its name: the
+// lookup on every request must not allocate.
+type hostKey struct{ method, host string }
+
+// routes finds the route of a request. Patterns are fixed when the
+// Transport starts; method-and-host routes are added as they are met, up
+// to max, into a map that is copied on write, so that finding one takes
+// no lock.
+type routes struct {
+	mux      *http.ServeMux // nil: no patterns
+	patterns map[string]*route
+	own      bool // each route gets its own delay
+	max      int
+
+	mu    sync.Mutex // serialises additions to hosts
+	hosts atomic.Pointer[map[hostKey]*route]
+	other *route
+}
+
+const otherRoute = "(other)"
+
+func newRoutes(patterns []string, max int, own bool) (*routes, error) {
+	if max == 0 {
+		max = 64
+	}
+	rs := &routes{own: own, max: max}
+	rs.hosts.Store(&map[hostKey]*route{})
+	rs.other = rs.newRoute(otherRoute)
+	if max < 0 {
+		return rs, fmt.Errorf("hedgehttp: negative MaxRoutes %d", max)
+	}
+	if len(patterns) == 0 {
+		return rs, nil
+	}
+	rs.mux = http.NewServeMux()
+	rs.patterns = make(map[string]*route, len(patterns))
+	for _, p := range patterns {
+		if err := register(rs.mux, p); err != nil {
+			return rs, err
+		}
+		rs.patterns[p] = rs.newRoute(p)
+	}
+	return rs, nil
+}
+
+// register adds a pattern to mux, which panics on one it rejects.
+func register(mux *http.ServeMux, pattern string) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("hedgehttp: route %q: %v", pattern, v)
+		}
+	}()
+	mux.Handle(pattern, http.NotFoundHandler())
+	return nil
+}
+
+func (rs *routes) newRoute(name string) *route {
+	r := &route{name: name}
+	if rs.own {
+		r.delay = &hedge.Percentile{}
+	}
+	return r
+}
+
+func (rs *routes) of(req *http.Request) *route {
+	if rs.mux != nil {
+		if r := rs.match(req); r != nil {
+			return r
+		}
+	}
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	k := hostKey{method, req.URL.Host}
+	hosts := *rs.hosts.Load()
+	if r, ok := hosts[k]; ok {
+		return r
+	}
+	if len(hosts) >= rs.max {
+		return rs.other // without the lock: past the bound, every new host comes here
+	}
+	return rs.add(k)
+}
+
+// match finds the pattern req matches, as a server would route it.
+func (rs *routes) match(req *http.Request) *route {
+	if req.Host == "" {
+		// A client request may leave Host to the URL; a server reads it
+		// from there.
+		r := *req
+		r.Host = req.URL.Host
+		req = &r
+	}
+	_, pattern := rs.mux.Handler(req)
+	return rs.patterns[pattern]
+}
+
+func (rs *routes) add(k hostKey) *route {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	old := *rs.hosts.Load()
+	if r, ok := old[k]; ok {
+		return r
+	}
+	if len(old) >= rs.max {
+		return rs.other
+	}
+	hosts := maps.Clone(old)
+	r := rs.newRoute(k.method + " " + k.host)
+	hosts[k] = r
+	rs.hosts.Store(&hosts)
+	return r
+}
+
+func (rs *routes) snapshot() map[string]hedge.Snapshot {
+	s := map[string]hedge.Snapshot{}
+	add := func(r *route) {
+		if snap := r.stats.Snapshot(); snap.Calls > 0 {
+			s[r.name] = snap
+		}
+	}
+	for _, r := range *rs.hosts.Load() {
+		add(r)
+	}
+	for _, r := range rs.patterns {
+		add(r)
+	}
+	add(rs.other)
+	return s
+}

@@ -1,0 +1,216 @@
+// Package hedgehttp hedges HTTP requests. Transport is an
+// http.RoundTripper: when a request that is safe to send twice has not
+// answered within a delay near its route's normal p95, it sends a
+// duplicate and returns the first acceptable response.
+//
+//	client := &http.Client{Transport: &hedgehttp.Transport{}}
+//
+// Every attempt is a request of its own, with its own context and its own
+// body, so an attempt that loses is cancelled on the wire (its handler's
+// context ends) and no two attempts share a body. Every response the
+// caller does not get is drained a little and closed, exactly once. The
+// response the caller gets stays readable after RoundTrip returns, until
+// the caller closes its body or cancels the request's context, as with
+// http.Transport.
+package hedgehttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/tailcut/hedge"
+)
+
+// Transport is an http.RoundTripper that hedges the requests Idempotent
+// allows and passes every other request straight to Base.
+//
+// The zero value is ready to use: it sends through http.DefaultTransport,
+// hedges GET, HEAD and OPTIONS requests and those that carry an
+// Idempotency-Key header, once, at a delay it learns per method and host,
+// and classifies responses with Classify.
+//
+// Within the deadline of the request's context (set http.Client.Timeout
+// or a context deadline: Transport adds none), a network error or a 429,
+// 502, 503 or 504 starts the next attempt at once. A Retry-After on such a
+// response holds the next attempts back: a wait of up to a second that
+// ends before the deadline is waited out; a longer or unreadable one ends
+// the call with that response, so the caller sees the server's answer
+// rather than a hedge it asked not to get.
+//
+// A Transport is safe for concurrent use. Set its fields before its first
+// request; it reads some of them once, and must not be copied after.
+type Transport struct {
+	// Base sends every attempt. Nil means http.DefaultTransport. It gets
+	// each attempt as a request of its own whose context carries
+	// hedge.Attempt and Route; like any RoundTripper it must not modify
+	// the request, whose Header attempts share unless AttemptHeader is
+	// set.
+	Base http.RoundTripper
+
+	// Delay says when to hedge. Nil gives each route (see Routes) its own
+	// &hedge.Percentile{}: no hedging until a route has answered 200
+	// requests, then at its p95. A Delay set here is shared by every
+	// route; it can still tell them apart by Route, as
+	// &hedge.Keyed{Key: hedgehttp.Route} does.
+	Delay hedge.Delay
+
+	// MaxAttempts bounds the attempts of one request, the first included.
+	// 0 means 2; 1 turns hedging off and passes every request through;
+	// values outside 0..hedge.MaxAttemptsLimit make RoundTrip fail with an
+	// error wrapping hedge.ErrInvalidPolicy.
+	MaxAttempts int
+
+	// Budget bounds the extra attempts across requests, and can be shared
+	// with a retry loop. Nil grants every attempt.
+	Budget hedge.Budget
+
+	// Classify tells accepted responses from retryable and terminal ones.
+	// Nil means Classify. It runs on the attempt's goroutine, possibly
+	// concurrently with itself.
+	Classify func(*http.Response, error) hedge.Outcome
+
+	// Idempotent reports whether a request is safe to send more than once.
+	// Nil means the function Idempotent. Whatever it says, a request whose
+	// body cannot be made afresh (GetBody is nil) or that asks for a
+	// protocol upgrade is never hedged.
+	Idempotent func(*http.Request) bool
+
+	// Routes are http.ServeMux patterns, such as "GET /users/{id}" or
+	// "api.example.com/export/", that each get their own delay and stats,
+	// so that a slow export does not skew a fast lookup on the same host.
+	// A request that matches none falls back to its method and host. A
+	// pattern ServeMux rejects makes every hedged RoundTrip fail.
+	Routes []string
+
+	// MaxRoutes bounds how many method-and-host routes get a delay and
+	// stats of their own (about 21 KiB each with the default delay);
+	// routes past it share one, named "(other)". Patterns always have
+	// their own. 0 means 64.
+	MaxRoutes int
+
+	// AttemptHeader, if set, names a header that carries the attempt
+	// number (0 for the first) on every attempt, for the server's logs.
+	AttemptHeader string
+
+	once   sync.Once
+	base   http.RoundTripper
+	delay  hedge.Delay
+	routes *routes
+	err    error // a setting RoundTrip cannot run with
+}
+
+// RoundTrip sends req and, if it may be hedged, its duplicates, and
+// returns the first acceptable response, or, when every attempt failed,
+// the last one's response or error. A request that may not be hedged
+// goes to Base as it is, at Base's own cost.
+//
+// The response's body stays readable after RoundTrip returns, until the
+// caller closes it or req's context ends; closing it releases all the
+// call holds. If req's context ends before a response is chosen,
+// RoundTrip returns context.Cause at once. A panic in Classify, Delay or
+// Budget reaches the caller as a *hedge.PanicError.
+//
+// As http.RoundTripper requires, RoundTrip closes req.Body, and it does
+// not modify req. Each attempt sends a shallow copy of req with its own
+// context and, after the first, a body from req.GetBody.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.once.Do(t.init)
+	if !t.hedges(req) {
+		return t.base.RoundTrip(req)
+	}
+	c := &call{Context: req.Context(), t: t, req: req, hasBody: req.Body != nil && req.Body != http.NoBody}
+	if t.err != nil {
+		c.closeBody()
+		return nil, t.err
+	}
+	c.route = t.routes.of(req)
+	p := hedge.Policy[result]{
+		Delay:       t.delay,
+		MaxAttempts: t.MaxAttempts,
+		Budget:      t.Budget,
+		Classify:    outcome,
+		Discard:     discard,
+		Observer:    &c.route.stats,
+	}
+	r, err := hedge.Do(c, p, run)
+	c.closeBody()
+	if err != nil {
+		return nil, err
+	}
+	return r.resp, nil
+}
+
+// CloseIdleConnections closes Base's idle connections, if Base can, so
+// that http.Client.CloseIdleConnections reaches through the Transport.
+func (t *Transport) CloseIdleConnections() {
+	t.once.Do(t.init)
+	if b, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		b.CloseIdleConnections()
+	}
+}
+
+// Stats returns the counts of every route the Transport has hedged,
+// keyed by Route's name for it: requests (Calls), hedges, wins by attempt
+// and budget refusals. Requests that passed through are not counted. The
+// map is the caller's.
+func (t *Transport) Stats() map[string]hedge.Snapshot {
+	t.once.Do(t.init)
+	return t.routes.snapshot()
+}
+
+// hedges reports whether req may be hedged. It must not allocate: the
+// requests it turns away pay nothing for passing through.
+func (t *Transport) hedges(req *http.Request) bool {
+	switch {
+	case t.MaxAttempts == 1:
+		return false
+	case req.Body != nil && req.Body != http.NoBody && req.GetBody == nil:
+		return false // one body cannot be sent twice
+	case len(req.Header["Upgrade"]) > 0:
+		return false // a switched protocol's stream cannot be raced
+	case t.Idempotent != nil:
+		return t.Idempotent(req)
+	}
+	return Idempotent(req)
+}
+
+// Idempotent is the default rule for what a Transport hedges: GET, HEAD
+// and OPTIONS requests, and requests of any method that carry an
+// Idempotency-Key header, by which the server can answer a duplicate
+// without acting twice.
+func Idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions:
+		return true
+	}
+	return len(req.Header["Idempotency-Key"]) > 0
+}
+
+func (t *Transport) init() {
+	t.base = t.Base
+	if t.base == nil {
+		t.base = http.DefaultTransport
+	}
+	t.routes, t.err = newRoutes(t.Routes, t.MaxRoutes, t.Delay == nil)
+	if t.Delay != nil && t.err == nil {
+		t.err = validate(t.Delay)
+	}
+	t.delay = wrapDelay(t.Delay)
+}
+
+var errProbe = errors.New("hedgehttp: probe")
+
+// validate reports a Delay that Do would reject. Do checks the delays of
+// its own package only when it gets them directly, and the Transport
+// wraps them, so it asks Do once, up front, with a call that never
+// reaches a delay or teaches a learner.
+func validate(d hedge.Delay) error {
+	_, err := hedge.Do(context.Background(), hedge.Policy[struct{}]{Delay: d, MaxAttempts: 1},
+		func(context.Context) (struct{}, error) { return struct{}{}, hedge.Permanent(errProbe) })
+	if errors.Is(err, errProbe) {
+		return nil
+	}
+	return err
+}
