@@ -3,6 +3,7 @@ module github.com/tailcut/hedge/benchmarks
 go 1.26
 
 require (
+	github.com/cristalhq/hedgedhttp v0.9.2
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/tailcut/hedge v0.0.0
 )

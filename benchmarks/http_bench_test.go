@@ -1,0 +1,54 @@
+package benchmarks
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cristalhq/hedgedhttp"
+
+	"github.com/tailcut/hedge/hedgehttp"
+)
+
+// canned is an in-memory RoundTripper: a 200 with a short body, at once,
+// so the benchmark measures the hedging layer and not a network.
+type canned struct{}
+
+func (canned) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{
+		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), Request: req,
+	}, nil
+}
+
+// BenchmarkHTTPFastPath: a GET that answers long before its hedge is due,
+// read to the end and closed. hedgedhttp's pooled workers outlive their
+// benchmark and slow down whatever runs after it in the same process: run
+// each sub-benchmark in a process of its own (BENCHMARKS.md does).
+func BenchmarkHTTPFastPath(b *testing.B) {
+	req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/users/7", nil)
+	roundTrip := func(b *testing.B, rt http.RoundTripper) {
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	b.Run("bare", func(b *testing.B) { roundTrip(b, canned{}) })
+	b.Run("hedgedhttp", func(b *testing.B) {
+		rt, err := hedgedhttp.NewRoundTripper(time.Hour, 2, canned{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		roundTrip(b, rt)
+	})
+	b.Run("hedgehttp", func(b *testing.B) {
+		roundTrip(b, &hedgehttp.Transport{Base: canned{}, MaxAttempts: 2})
+	})
+}
