@@ -234,7 +234,9 @@ func (c *call[T]) run(a *attemptCtx) (next *attemptCtx) {
 		// Claimed just before the call was decided: do not call fn.
 		c.mu.Lock()
 		c.inflight--
-		c.done(a.n, Canceled)
+		if c.budget != nil {
+			c.done(a.n, Canceled)
+		}
 		c.unlock()
 		return nil
 	}
@@ -292,6 +294,10 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 	switch {
 	case c.decided:
 		own = drop[T]{v: r.v, ok: r.produced && r.err == nil} // a late loser
+	case c.hookPanic != nil:
+		// Budget.Done panicked on this attempt: unlock ends the call
+		// with that panic; the value is superseded by it.
+		own = c.early(r.v, r.produced && r.err == nil)
 	case !r.returned:
 		c.panicked, c.goexit = r.panic, r.panic == nil
 		c.winner, c.outcome = -1, Terminal
@@ -305,7 +311,7 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 		d = c.dropKept()
 		c.kept, c.keptVal, c.keptErr = a, r.v, r.err
 		next = c.tryStart(c.now())
-		if next == nil && c.inflight == 0 {
+		if next == nil && c.inflight == 0 && c.hookPanic == nil {
 			c.kept = nil
 			c.settle(a, r.v, r.err, Retryable)
 		}

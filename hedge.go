@@ -24,6 +24,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"time"
 )
 
@@ -61,7 +62,7 @@ var defaultDelay Delay = fixed(DefaultDelay)
 // If an attempt (fn or the classifier) panics, Do cancels the others and
 // panics in the caller's goroutine with a *PanicError carrying the
 // attempt's stack; so does a panic in p.Delay or p.Budget, which run on the
-// call's goroutines. If an attempt calls runtime.Goexit, Do cancels the
+// call's goroutines, including a learning Delay's Learn. If an attempt calls runtime.Goexit, Do cancels the
 // others and calls runtime.Goexit. Panics of attempts that end after the
 // call was decided are dropped.
 //
@@ -131,11 +132,13 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	c.val = zero // the call may outlive Do in a loser; do not pin the result
 	learn, ran, complete := c.learn, c.primaryRan, c.primaryDone
 	c.mu.Unlock()
-	if learn {
-		c.learner.Learn(ctx, ran, complete)
-	}
 	if unlink != nil {
 		unlink()
+	}
+	if learn {
+		if lp := c.learnSafely(ctx, ran, complete); pe == nil {
+			pe = lp
+		}
 	}
 
 	if p.Observer != nil {
@@ -167,4 +170,16 @@ func (p *PanicError) Error() string {
 func (p *PanicError) Unwrap() error {
 	err, _ := p.Value.(error)
 	return err
+}
+
+// learnSafely calls the learner, catching its panic so that Do re-raises
+// it as a *PanicError after reporting the call.
+func (c *call[T]) learnSafely(ctx context.Context, ran time.Duration, complete bool) (pe *PanicError) {
+	defer func() {
+		if v := recover(); v != nil {
+			pe = &PanicError{Attempt: 0, Value: v, Stack: debug.Stack()}
+		}
+	}()
+	c.learner.Learn(ctx, ran, complete)
+	return nil
 }

@@ -77,26 +77,32 @@ func (h *histogram) reset() {
 	}
 }
 
+// snapshot sums hs bucket by bucket, reading each counter once, so that
+// every total and scan over it agrees however hs change meanwhile.
+func snapshot(hs ...*histogram) (c [numBuckets]uint64, total uint64) {
+	for _, h := range hs {
+		for i := range h.counts {
+			n := uint64(h.counts[i].Load())
+			c[i] += n
+			total += n
+		}
+	}
+	return c, total
+}
+
 // quantile returns the latency at quantile q of the union of hs: the
 // midpoint of the bucket holding the ceil(q·n)-th smallest sample. ok is
 // false when hs hold no samples.
 func quantile(q float64, hs ...*histogram) (d time.Duration, ok bool) {
-	var total uint64
-	for _, h := range hs {
-		for i := range h.counts {
-			total += uint64(h.counts[i].Load())
-		}
-	}
+	c, total := snapshot(hs...)
 	if total == 0 {
 		return 0, false
 	}
-	rank := uint64(q*float64(total) + 0.999999) // ceil, without a float off-by-one at exact ranks
+	rank := uint64(q*float64(total) + 0.999999)
 	rank = min(max(rank, 1), total)
 	var seen uint64
 	for i := range numBuckets {
-		for _, h := range hs {
-			seen += uint64(h.counts[i].Load())
-		}
+		seen += c[i]
 		if seen >= rank {
 			return bucketMid(i), true
 		}

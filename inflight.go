@@ -48,7 +48,8 @@ func (l *InflightLimit) Allow(k int) bool {
 }
 
 // Done returns the permit of extra attempt k (k ≥ 1). A Done with no
-// permit out is ignored, so a stray call cannot raise the cap.
+// permit out is ignored. A stray Done while permits are out frees one
+// that an attempt still holds: call Done only for a granted Allow.
 func (l *InflightLimit) Done(k int, _ Outcome) {
 	if primary(k) {
 		return

@@ -18,6 +18,9 @@ func newBounds(kind string, floor, ceiling, initial time.Duration) (bounds, erro
 	if b.ceiling == 0 {
 		b.ceiling = 10 * time.Second
 	}
+	if floor == 0 {
+		b.floor = min(b.floor, b.ceiling)
+	}
 	if b.initial == 0 {
 		b.initial = b.ceiling
 	}
@@ -32,10 +35,15 @@ func newBounds(kind string, floor, ceiling, initial time.Duration) (bounds, erro
 
 func (b bounds) clamp(d time.Duration) time.Duration { return min(max(d, b.floor), b.ceiling) }
 
-// generation returns which of three rotating generations sample i (from
-// 0) belongs to, and whether it is the generation's first sample: then
-// the caller clears the next generation, two windows old and out of the
-// estimate, so that it starts empty.
+// gens is how many generations of samples rotate. An estimate reads the
+// current one and the one before; the one that a generation's first
+// sample resets is three windows old, so no estimate still in flight
+// reads it.
+const gens = 4
+
+// generation returns which of the rotating generations sample i (from 0)
+// belongs to, and whether it is the generation's first sample: then the
+// caller resets the next generation, so that it starts empty.
 func generation(i, window uint64) (gen uint64, fresh bool) {
-	return (i / window) % 3, i%window == 0
+	return (i / window) % gens, i%window == 0
 }

@@ -17,9 +17,8 @@ import (
 //
 // The estimate is the Quantile of the last one to two Windows of
 // samples, within 2 % (log-spaced buckets), recomputed every Window/8
-// samples.
-// After the upstream's latency shifts, the delay follows within two
-// Windows of calls. Primaries that lost count at how long they had run,
+// samples and at the start of every Window. After the upstream's latency
+// shifts, the delay follows within two Windows of calls. Primaries that lost count at how long they had run,
 // a lower bound above the current delay, so the estimate neither sinks
 // nor rises as hedges win. Recording takes two atomic adds: no lock.
 //
@@ -53,7 +52,7 @@ type percentileState struct {
 	delay atomic.Int64 // the current answer, in ns: read by every call
 	_     [56]byte     // keep the writes to n off delay's cache line
 	n     atomic.Uint64
-	gens  [3]histogram // current, previous, and the next, cleared ahead
+	gens  [gens]histogram // current, previous, and the next, cleared ahead
 }
 
 // Next returns the current delay, whatever the attempt.
@@ -72,11 +71,11 @@ func (p *Percentile) Learn(_ context.Context, primary time.Duration, complete bo
 	i := s.n.Add(1) - 1
 	gen, fresh := generation(i, s.window)
 	if fresh {
-		s.gens[(gen+1)%3].reset()
+		s.gens[(gen+1)%gens].reset()
 	}
 	s.gens[gen].add(primary)
-	if i+1 >= s.warm && (i+1 == s.warm || (i+1)%s.every == 0) {
-		d, _ := quantile(s.q, &s.gens[gen], &s.gens[(gen+2)%3])
+	if i+1 >= s.warm && (i+1 == s.warm || (i+1)%s.every == 0 || fresh) {
+		d, _ := quantile(s.q, &s.gens[gen], &s.gens[(gen+gens-1)%gens])
 		s.delay.Store(int64(s.clamp(d)))
 	}
 }

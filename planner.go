@@ -84,9 +84,9 @@ type plannerState struct {
 	plan atomic.Pointer[Plan] // read by every call
 	_    [56]byte
 	n    atomic.Uint64
-	done [3]histogram // primaries that answered, by latency
-	cut  [3]histogram // primaries that lost, by how long they had run
-	mu   sync.Mutex   // one replan at a time
+	done [gens]histogram // primaries that answered, by latency
+	cut  [gens]histogram // primaries that lost, by how long they had run
+	mu   sync.Mutex      // one replan at a time
 }
 
 // Next returns the plan's delay for the first Hedges attempts, and -1
@@ -144,8 +144,8 @@ func (p *Planner) Learn(_ context.Context, primary time.Duration, complete bool)
 	i := s.n.Add(1) - 1
 	gen, fresh := generation(i, s.window)
 	if fresh {
-		s.done[(gen+1)%3].reset()
-		s.cut[(gen+1)%3].reset()
+		s.done[(gen+1)%gens].reset()
+		s.cut[(gen+1)%gens].reset()
 	}
 	if complete {
 		s.done[gen].add(primary)
@@ -215,28 +215,16 @@ func (p *Planner) newState() *plannerState {
 type survival []float64
 
 func newSurvival(done, cut []*histogram) survival {
-	var atRisk float64
-	for _, hs := range [][]*histogram{done, cut} {
-		for _, h := range hs {
-			for i := range h.counts {
-				atRisk += float64(h.counts[i].Load())
-			}
-		}
-	}
+	d, nd := snapshot(done...)
+	c, nc := snapshot(cut...)
+	atRisk := float64(nd + nc)
 	surv := make(survival, numBuckets)
 	s := 1.0
 	for i := range numBuckets {
-		var d, c float64
-		for _, h := range done {
-			d += float64(h.counts[i].Load())
+		if atRisk > 0 && d[i] > 0 {
+			s *= 1 - float64(d[i])/atRisk
 		}
-		for _, h := range cut {
-			c += float64(h.counts[i].Load())
-		}
-		if atRisk > 0 && d > 0 {
-			s *= 1 - d/atRisk
-		}
-		atRisk -= d + c
+		atRisk -= float64(d[i] + c[i])
 		surv[i] = s
 	}
 	return surv
@@ -316,7 +304,7 @@ const margin = 0.8
 // previous generation.
 func (st *plannerState) survival() survival {
 	gen, _ := generation(max(st.n.Load(), 1)-1, st.window)
-	prev := (gen + 2) % 3
+	prev := (gen + gens - 1) % gens
 	return newSurvival(
 		[]*histogram{&st.done[gen], &st.done[prev]},
 		[]*histogram{&st.cut[gen], &st.cut[prev]})
@@ -343,40 +331,53 @@ func (st *plannerState) evaluate(s survival, q float64, d time.Duration, h int) 
 }
 
 // replan picks, within the load budget, the plan with the least expected
-// target quantile, and among equals the cheapest.
+// target quantile, and among those within the buckets' resolution of it
+// the cheapest. Ties are judged against the least latency, not pairwise,
+// so that no chain of slightly cheaper plans walks away from it.
 func (st *plannerState) replan(s survival) Plan {
+	const tie = 1.02
 	q := 1 - (1-st.target)*margin
-	best := st.evaluate(s, q, -1, 0)
-	better := func(c Plan) bool {
-		const tie = 1.02 // within the buckets' resolution
-		if float64(c.Latency)*tie < float64(best.Latency) {
-			return true
-		}
-		return float64(c.Latency) <= float64(best.Latency)*tie && c.Load < best.Load
-	}
+	none := st.evaluate(s, q, -1, 0)
+	least := none.Latency
+	var cands []Plan
 	lo, hi := bucketOf(st.floor), bucketOf(st.ceiling)
 	for h := 1; h <= st.maxHedges; h++ {
+		center, centerLat := -1, time.Duration(math.MaxInt64)
 		consider := func(i int) {
 			d := st.candidate(i)
 			if s.extra(d, h) > st.load {
 				return
 			}
-			if c := st.evaluate(s, q, d, h); better(c) {
-				best = c
+			c := Plan{Delay: d, Hedges: h, Load: s.extra(d, h)}
+			c.Latency, _ = s.quantile(q, d, h)
+			cands = append(cands, c)
+			least = min(least, c.Latency)
+			if c.Latency < centerLat {
+				center, centerLat = i, c.Latency
 			}
 		}
-		// Coarse, then fine around the best coarse delay.
+		// Coarse, then fine around this hedge count's best coarse delay.
 		const stride = 4
 		for i := lo; i <= hi; i += stride {
 			consider(i)
 		}
-		if best.Hedges == h {
-			center := bucketOf(best.Delay)
-			for i := max(lo, center-stride); i <= min(hi, center+stride); i++ {
+		if center >= 0 {
+			c := center
+			for i := max(lo, c-stride); i <= min(hi, c+stride); i++ {
 				consider(i)
 			}
 		}
 	}
+	best := none
+	if float64(none.Latency) > float64(least)*tie {
+		best = Plan{Load: math.Inf(1)}
+	}
+	for _, c := range cands {
+		if float64(c.Latency) <= float64(least)*tie && c.Load < best.Load {
+			best = c
+		}
+	}
+	best.HedgeRate, best.WinRate = s.rates(best.Delay, best.Hedges)
 	return best
 }
 
