@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/ctxtest"
 )
 
 var errShutdown = errors.New("shutting down")
@@ -162,36 +163,6 @@ func TestParentDeadlineCause(t *testing.T) {
 	})
 }
 
-// registry is a long-lived parent context that is never done and counts
-// the callbacks registered on it and not yet released. It is not built on
-// context.WithCancel, so the context package registers through AfterFunc.
-type registry struct {
-	mu   sync.Mutex
-	live int
-}
-
-func (r *registry) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (r *registry) Done() <-chan struct{}       { return make(chan struct{}) }
-func (r *registry) Err() error                  { return nil }
-func (r *registry) Value(any) any               { return nil }
-
-func (r *registry) AfterFunc(func()) func() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.live++
-	released := false
-	return func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if released {
-			return false
-		}
-		released = true
-		r.live--
-		return true
-	}
-}
-
 // body stands in for a response body: a context derived from the
 // attempt's, released when the caller closes it.
 type body struct {
@@ -200,7 +171,7 @@ type body struct {
 }
 
 func TestLongLivedParentRetainsNothing(t *testing.T) {
-	reg := &registry{}
+	reg := &ctxtest.Registry{}
 	p := hedge.Policy[body]{
 		Delay: hedge.Fixed(0), Timeout: time.Hour,
 		Discard: func(b body) { b.close() },
@@ -215,10 +186,8 @@ func TestLongLivedParentRetainsNothing(t *testing.T) {
 		}
 		b.close()
 	}
-	reg.mu.Lock()
-	defer reg.mu.Unlock()
-	if reg.live != 0 {
-		t.Errorf("%d registrations left on the parent after 10,000 calls", reg.live)
+	if n := reg.Live(); n != 0 {
+		t.Errorf("%d registrations left on the parent after 10,000 calls", n)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/ctxtest"
 )
 
 type allowPanics struct{}
@@ -63,7 +64,7 @@ func TestDonePanicForTheWinner(t *testing.T) {
 // Key panics again there, and the raw panic escapes Do, before unlink:
 // the call stays registered on the long-lived ctx.
 func TestLearnPanicIsRaisedAfterUnlinking(t *testing.T) {
-	reg := &registry{}
+	reg := &ctxtest.Registry{}
 	k := &hedge.Keyed{Key: func(context.Context) string { panic("key") }}
 	func() {
 		defer func() {
@@ -75,10 +76,8 @@ func TestLearnPanicIsRaisedAfterUnlinking(t *testing.T) {
 		}()
 		hedge.Do(reg, hedge.Policy[int]{Delay: k}, func(context.Context) (int, error) { return 1, nil })
 	}()
-	reg.mu.Lock()
-	defer reg.mu.Unlock()
-	if reg.live != 0 {
-		t.Errorf("%d registrations left on the parent", reg.live)
+	if n := reg.Live(); n != 0 {
+		t.Errorf("%d registrations left on the parent", n)
 	}
 }
 

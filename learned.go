@@ -2,6 +2,7 @@ package hedge
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -46,4 +47,15 @@ const gens = 4
 // caller resets the next generation, so that it starts empty.
 func generation(i, window uint64) (gen uint64, fresh bool) {
 	return (i / window) % gens, i%window == 0
+}
+
+// loadState returns *p, making it with newState on first use. Concurrent
+// first uses may each make one; all but the first are dropped, so the
+// fields a learned delay reads once are read consistently.
+func loadState[S any](p *atomic.Pointer[S], newState func() *S) *S {
+	if s := p.Load(); s != nil {
+		return s
+	}
+	p.CompareAndSwap(nil, newState())
+	return p.Load()
 }

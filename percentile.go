@@ -82,16 +82,7 @@ func (p *Percentile) Learn(_ context.Context, primary time.Duration, complete bo
 
 func (p *Percentile) validate() error { return p.load().err }
 
-func (p *Percentile) load() *percentileState {
-	if s := p.state.Load(); s != nil {
-		return s
-	}
-	s := p.newState()
-	if p.state.CompareAndSwap(nil, s) {
-		return s
-	}
-	return p.state.Load()
-}
+func (p *Percentile) load() *percentileState { return loadState(&p.state, p.newState) }
 
 func (p *Percentile) newState() *percentileState {
 	s := &percentileState{q: p.Quantile}

@@ -161,16 +161,7 @@ func (p *Planner) Learn(_ context.Context, primary time.Duration, complete bool)
 
 func (p *Planner) validate() error { return p.load().err }
 
-func (p *Planner) load() *plannerState {
-	if s := p.state.Load(); s != nil {
-		return s
-	}
-	s := p.newState()
-	if p.state.CompareAndSwap(nil, s) {
-		return s
-	}
-	return p.state.Load()
-}
+func (p *Planner) load() *plannerState { return loadState(&p.state, p.newState) }
 
 func (p *Planner) newState() *plannerState {
 	s := &plannerState{load: p.Load, target: p.Target, maxHedges: p.MaxHedges}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
+	"github.com/tailcut/hedge/internal/ctxtest"
 )
 
 // Only requests safe to send twice are hedged; everything else reaches
@@ -155,47 +156,12 @@ func TestAttemptRequests(t *testing.T) {
 	}
 }
 
-// registry is a long-lived parent context that is never done and counts
-// the callbacks registered on it and not yet released.
-type registry struct {
-	mu   sync.Mutex
-	live int
-}
-
-func (r *registry) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (r *registry) Done() <-chan struct{}       { return make(chan struct{}) }
-func (r *registry) Err() error                  { return nil }
-func (r *registry) Value(any) any               { return nil }
-
-func (r *registry) AfterFunc(func()) func() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.live++
-	released := false
-	return func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if released {
-			return false
-		}
-		released = true
-		r.live--
-		return true
-	}
-}
-
-func (r *registry) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.live
-}
-
 // The winner's body stays linked to the request's context, so that
 // cancelling it reaches the body, until the body is closed: then a
 // long-lived parent context retains nothing of the call.
 func TestLongLivedParentRetainsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reg := &registry{}
+		reg := &ctxtest.Registry{}
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if hedge.Attempt(r.Context()) == 0 {
 				return hang(r)
@@ -211,13 +177,13 @@ func TestLongLivedParentRetainsNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			synctest.Wait() // the loser has given up
-			if n := reg.count(); n != 1 {
+			if n := reg.Live(); n != 1 {
 				t.Fatalf("call %d: %d registrations while the body is open, want 1: the winner's", i, n)
 			}
 			if got := readAll(t, resp); got != "ok" {
 				t.Fatalf("call %d: body %q", i, got)
 			}
-			if n := reg.count(); n != 0 {
+			if n := reg.Live(); n != 0 {
 				t.Fatalf("call %d: %d registrations after Close, want 0", i, n)
 			}
 		}
