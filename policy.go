@@ -21,7 +21,8 @@ var ErrInvalidPolicy = errors.New("hedge: invalid policy")
 var ErrNilFunc = errors.New("hedge: nil function")
 
 // Policy says how Do hedges one kind of call. It is a plain value: copy it,
-// print it, compare it, share it between goroutines. The zero value is
+// print it, share it between goroutines (its func fields make it not
+// comparable with ==). The zero value is
 // valid: a primary and one hedge after DefaultDelay, the default
 // classifier, no timeout beyond ctx's, no budget, real time. State that
 // lives across calls (an adaptive delay, a budget, stats) sits behind the
