@@ -22,9 +22,9 @@ var ErrNilFunc = errors.New("hedge: nil function")
 
 // Policy says how Do hedges one kind of call. It is a plain value: copy it,
 // print it, share it between goroutines (its func fields make it not
-// comparable with ==). The zero value is
-// valid: a primary and one hedge after DefaultDelay, the default
-// classifier, no timeout beyond ctx's, no budget, real time. State that
+// comparable with ==). The zero value is valid: a primary and one hedge
+// after DefaultDelay, the default classifier, no timeout beyond ctx's, no
+// budget, real time. State that
 // lives across calls (an adaptive delay, a budget, stats) sits behind the
 // interface fields, whose implementations must be safe for concurrent use.
 type Policy[T any] struct {
