@@ -155,13 +155,15 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 }
 
 // PanicError is the value Do panics with when an attempt panicked: the
-// attempt, the value it panicked with and its goroutine's stack.
+// attempt, the value it panicked with and its goroutine's stack. Do makes a
+// new one for each panic; it is not shared.
 type PanicError struct {
 	Attempt int
 	Value   any
 	Stack   []byte
 }
 
+// Error returns the panic value and the attempt's stack.
 func (p *PanicError) Error() string {
 	return fmt.Sprintf("hedge: attempt %d panicked: %v\n\n%s", p.Attempt, p.Value, p.Stack)
 }

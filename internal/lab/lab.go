@@ -51,6 +51,7 @@ type Row struct {
 	Amp           float64 // attempts per call
 }
 
+// String formats the row under Header.
 func (r Row) String() string {
 	return fmt.Sprintf("%-34s %9v %9v %9v %6.3fx", r.Name, r.P50.Round(time.Millisecond),
 		r.P95.Round(time.Millisecond), r.P99.Round(time.Millisecond), r.Amp)
