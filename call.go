@@ -28,12 +28,8 @@ type call[T any] struct {
 	discard  func(T)
 	clock    clock.Clock // nil: real time
 	max      int
-	begin    time.Time // by the policy's clock
-	deadline time.Time // the call's deadline by the policy's clock; zero: none
-	// timeoutAt is the Timeout's deadline when it comes before ctx's:
-	// ctx's own deadline reaches the call through ctx, with its cause.
-	timeoutAt    time.Time
-	realDeadline time.Time // what attempts report, by the real clock
+	begin    time.Time // by the policy's clock; the primary starts then
+	deadlines
 
 	stepFn func()
 	timer  *time.Timer
@@ -66,7 +62,6 @@ type call[T any] struct {
 
 	// What the learner hears: how long the primary ran, and whether it
 	// answered (false: it was still running at the decision).
-	primaryStart time.Time
 	primaryRan   time.Duration
 	primaryDone  bool
 	learn        bool
@@ -142,7 +137,7 @@ func (c *call[T]) advance() (*attemptCtx, drop[T]) {
 		return c.start(c.begin), drop[T]{}
 	}
 	now := c.now()
-	if !c.timeoutAt.IsZero() && !now.Before(c.timeoutAt) {
+	if !c.timeout.IsZero() && !now.Before(c.timeout) {
 		return nil, c.end(context.DeadlineExceeded, context.DeadlineExceeded)
 	}
 	if c.nextAt.IsZero() || now.Before(c.nextAt) {
@@ -163,7 +158,7 @@ func (c *call[T]) tryStart(now time.Time) *attemptCtx {
 	if c.started >= c.max {
 		return nil
 	}
-	if !worthStarting(now, c.deadline, c.lastDelay) {
+	if !worthStarting(now, c.sched, c.lastDelay) {
 		c.skips++
 		return nil
 	}
@@ -183,9 +178,8 @@ func (c *call[T]) start(now time.Time) *attemptCtx {
 		a = &attemptCtx{}
 		c.last.next = a
 	}
-	a.parent, a.n, a.deadline = c.parent, k, c.realDeadline
+	a.parent, a.n, a.deadline = c.parent, k, c.real
 	if k == 0 {
-		c.primaryStart = now
 		if c.budget != nil {
 			c.allow(0) // the primary always runs; a ratio budget counts the call
 		}
@@ -208,7 +202,7 @@ func (c *call[T]) start(now time.Time) *attemptCtx {
 // arm makes step run at the next hedge or the Timeout, whichever is
 // first. Called with c.mu held.
 func (c *call[T]) arm(now time.Time) {
-	at := earliest(c.nextAt, c.timeoutAt)
+	at := earliest(c.nextAt, c.timeout)
 	if at.IsZero() {
 		return
 	}
@@ -278,7 +272,7 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 		c.primaryDone = true
 		// Only an accepted answer says how long a good one takes.
 		if c.learn = r.returned && r.o == Accept; c.learn {
-			c.primaryRan = c.now().Sub(c.primaryStart)
+			c.primaryRan = c.now().Sub(c.begin)
 		}
 	}
 	if c.budget != nil {
@@ -378,7 +372,7 @@ func (c *call[T]) finish(winner *attemptCtx, cancel error) {
 	if c.learner != nil && c.started > 0 && !c.primaryDone {
 		// The primary lost or was cut off: it would have run at least
 		// this long.
-		c.primaryRan, c.learn = c.now().Sub(c.primaryStart), true
+		c.primaryRan, c.learn = c.now().Sub(c.begin), true
 	}
 	if c.timer != nil {
 		c.timer.Stop()

@@ -15,6 +15,37 @@ func callDeadline(start time.Time, timeout time.Duration, parent time.Time, hasP
 	return d
 }
 
+// deadlines are the three readings of a call's deadline.
+type deadlines struct {
+	// sched is the deadline by the policy's clock: the skip rule reads it.
+	sched time.Time
+	// timeout is the Timeout's deadline when the call must enforce it: when
+	// it comes before ctx's, or runs on another clock. ctx's own deadline
+	// reaches the call through ctx, with its cause. Zero: none to enforce.
+	timeout time.Time
+	// real is what attempts report: by the real clock, the one their I/O
+	// runs against.
+	real time.Time
+}
+
+// callDeadlines computes a call's deadlines. begin is its start by the
+// policy's clock; realNow is the real time then, or zero when the policy's
+// clock is the real one.
+func callDeadlines(begin, realNow time.Time, timeout time.Duration, parent time.Time, hasParent bool) deadlines {
+	var d deadlines
+	if realNow.IsZero() {
+		d.sched = callDeadline(begin, timeout, parent, hasParent)
+		d.real = d.sched
+	} else {
+		d.sched = callDeadline(begin, timeout, time.Time{}, false)
+		d.real = callDeadline(realNow, timeout, parent, hasParent)
+	}
+	if timeout > 0 && (!hasParent || !realNow.IsZero() || d.sched.Before(parent)) {
+		d.timeout = d.sched
+	}
+	return d
+}
+
 // worthStarting reports whether an extra attempt started at now has a
 // useful share of the deadline left. delay is the hedge delay that led to
 // it, a stand-in for how long a healthy attempt takes (delays sit near the

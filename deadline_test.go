@@ -67,3 +67,38 @@ func TestEarliest(t *testing.T) {
 		}
 	}
 }
+
+func TestCallDeadlines(t *testing.T) {
+	begin := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return begin.Add(d) }
+	mock := time.Unix(0, 0) // an injected clock's reading, far from real time
+	realNow := at(time.Hour)
+	tests := []struct {
+		name      string
+		begin     time.Time
+		realNow   time.Time
+		timeout   time.Duration
+		parent    time.Time
+		hasParent bool
+		want      deadlines
+	}{
+		{"none", begin, time.Time{}, 0, time.Time{}, false, deadlines{}},
+		{"Timeout only: the call enforces it", begin, time.Time{}, time.Second, time.Time{}, false,
+			deadlines{sched: at(time.Second), timeout: at(time.Second), real: at(time.Second)}},
+		{"Timeout first: the call enforces it", begin, time.Time{}, time.Second, at(time.Minute), true,
+			deadlines{sched: at(time.Second), timeout: at(time.Second), real: at(time.Second)}},
+		{"ctx's deadline first: ctx enforces it", begin, time.Time{}, time.Second, at(500 * time.Millisecond), true,
+			deadlines{sched: at(500 * time.Millisecond), real: at(500 * time.Millisecond)}},
+		{"ctx's deadline only", begin, time.Time{}, 0, at(time.Minute), true,
+			deadlines{sched: at(time.Minute), real: at(time.Minute)}},
+		{"injected clock: schedule by it, report real time", mock, realNow, time.Second, realNow.Add(time.Minute), true,
+			deadlines{sched: mock.Add(time.Second), timeout: mock.Add(time.Second), real: realNow.Add(time.Second)}},
+		{"injected clock, ctx's deadline only", mock, realNow, 0, realNow.Add(time.Minute), true,
+			deadlines{real: realNow.Add(time.Minute)}},
+	}
+	for _, tt := range tests {
+		if got := callDeadlines(tt.begin, tt.realNow, tt.timeout, tt.parent, tt.hasParent); got != tt.want {
+			t.Errorf("%s: callDeadlines = %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -61,10 +61,10 @@ var defaultDelay Delay = fixed(DefaultDelay)
 //
 // If an attempt (fn or the classifier) panics, Do cancels the others and
 // panics in the caller's goroutine with a *PanicError carrying the
-// attempt's stack; so does a panic in p.Delay or p.Budget, which run on the
-// call's goroutines, including a learning Delay's Learn. If an attempt calls runtime.Goexit, Do cancels the
-// others and calls runtime.Goexit. Panics of attempts that end after the
-// call was decided are dropped.
+// attempt's stack; so does a panic in p.Delay (Learn included) or
+// p.Budget, which run on the call's goroutines. If an attempt calls
+// runtime.Goexit, Do cancels the others and calls runtime.Goexit. Panics
+// of attempts that end after the call was decided are dropped.
 //
 // Do returns ErrNilFunc for a nil fn and an error wrapping
 // ErrInvalidPolicy for a Policy out of range, without calling fn.
@@ -96,20 +96,12 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	c.wake.L = &c.mu
 	c.stepFn = c.step
 	c.begin = c.now()
+	var realNow time.Time
+	if p.Clock != nil {
+		realNow = time.Now()
+	}
 	parentDeadline, hasDeadline := ctx.Deadline()
-	if p.Clock == nil {
-		c.deadline = callDeadline(c.begin, p.Timeout, parentDeadline, hasDeadline)
-		c.realDeadline = c.deadline
-	} else {
-		// Schedule by the policy's clock; ctx's deadline runs on the real
-		// one and reaches the call through ctx. Attempts report the real
-		// deadline, which is what their I/O runs against.
-		c.deadline = callDeadline(c.begin, p.Timeout, time.Time{}, false)
-		c.realDeadline = callDeadline(time.Now(), p.Timeout, parentDeadline, hasDeadline)
-	}
-	if p.Timeout > 0 && (!hasDeadline || p.Clock != nil || c.deadline.Before(parentDeadline)) {
-		c.timeoutAt = c.deadline
-	}
+	c.deadlines = callDeadlines(c.begin, realNow, p.Timeout, parentDeadline, hasDeadline)
 
 	go c.stepFn()
 	// The call stays linked to ctx until it is decided, and not after: a
@@ -125,9 +117,12 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		c.wake.Wait()
 	}
 	v, err, pe, goexit := c.val, c.err, c.panicked, c.goexit
-	report := Report{
-		Attempts: c.started, Winner: c.winner, Outcome: c.outcome,
-		BudgetRefusals: c.refusals, DeadlineSkips: c.skips, Panicked: pe != nil || goexit,
+	var report Report
+	if p.Observer != nil {
+		report = Report{
+			Attempts: c.started, Winner: c.winner, Outcome: c.outcome,
+			BudgetRefusals: c.refusals, DeadlineSkips: c.skips, Panicked: pe != nil || goexit,
+		}
 	}
 	c.val = zero // the call may outlive Do in a loser; do not pin the result
 	learn, ran, complete := c.learn, c.primaryRan, c.primaryDone
