@@ -62,9 +62,9 @@ type call[T any] struct {
 
 	// What the learner hears: how long the primary ran, and whether it
 	// answered (false: it was still running at the decision).
-	primaryRan   time.Duration
-	primaryDone  bool
-	learn        bool
+	primaryRan  time.Duration
+	primaryDone bool
+	learn       bool
 }
 
 // result is what one attempt's function did.
