@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/lab"
 )
 
 // A timeline scripts one call: the policy and what each attempt does.
@@ -211,12 +212,8 @@ func run(t *testing.T, tl timeline) verdict {
 			a := answer{k, s.kind}
 			if s.ignore {
 				time.Sleep(s.after)
-			} else {
-				select {
-				case <-time.After(s.after):
-				case <-ctx.Done():
-					return a, ctx.Err()
-				}
+			} else if err := lab.Wait(ctx, s.after); err != nil {
+				return a, err
 			}
 			switch s.kind {
 			case terminal:

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/lab"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -60,12 +61,8 @@ func (r *recorder) fn(ctx context.Context) (int, error) {
 	s := r.steps[k]
 	if s.ignore {
 		time.Sleep(s.after)
-	} else {
-		select {
-		case <-time.After(s.after):
-		case <-ctx.Done():
-			return k, ctx.Err()
-		}
+	} else if err := lab.Wait(ctx, s.after); err != nil {
+		return k, err
 	}
 	if s.panic != nil {
 		panic(s.panic)

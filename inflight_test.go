@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/lab"
 )
 
 func TestInflightLimit(t *testing.T) {
@@ -126,12 +127,10 @@ func TestInflightLimitSharedByCalls(t *testing.T) {
 		}
 		// Every attempt answers 100 ms after it starts.
 		fn := func(ctx context.Context) (int, error) {
-			select {
-			case <-time.After(100 * ms):
-				return hedge.Attempt(ctx), nil
-			case <-ctx.Done():
-				return 0, ctx.Err()
+			if err := lab.Wait(ctx, 100*ms); err != nil {
+				return 0, err
 			}
+			return hedge.Attempt(ctx), nil
 		}
 		go hedge.Do(t.Context(), p, fn)
 		time.Sleep(5 * ms)

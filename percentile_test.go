@@ -164,37 +164,11 @@ func TestPercentileConcurrentLearn(t *testing.T) {
 	}
 }
 
-// upstream9010 answers 90 % of attempts in 20–40ms and 10 % in
-// 450–600ms, drawn from a seeded source per attempt.
-type upstream9010 struct {
-	mu  sync.Mutex
-	rnd *rand.Rand
-}
-
-func (u *upstream9010) latency() time.Duration {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.rnd.Float64() < 0.9 {
-		return 20*ms + time.Duration(u.rnd.Int64N(int64(20*ms)))
-	}
-	return 450*ms + time.Duration(u.rnd.Int64N(int64(150*ms)))
-}
-
-func (u *upstream9010) call(ctx context.Context) (int, error) {
-	select {
-	case <-time.After(u.latency()):
-		return 1, nil
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-}
-
 // amplification runs calls sequentially in virtual time and returns the
 // attempts per call over the last steady of them.
 func amplification(t *testing.T, d hedge.Delay, calls, steady int) float64 {
 	var amp float64
 	synctest.Test(t, func(t *testing.T) {
-		u := &upstream9010{rnd: rand.New(rand.NewPCG(7, 8))}
 		var warm, all hedge.Stats
 		p := hedge.Policy[int]{Delay: d, Observer: &all}
 		for i := range calls {
@@ -202,7 +176,7 @@ func amplification(t *testing.T, d hedge.Delay, calls, steady int) float64 {
 				warm = hedge.Stats{}
 				p.Observer = &warm
 			}
-			if _, err := hedge.Do(t.Context(), p, u.call); err != nil {
+			if _, err := hedge.Do(t.Context(), p, fastSlowCall(i, 1)); err != nil {
 				t.Fatal(err)
 			}
 		}

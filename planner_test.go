@@ -118,14 +118,7 @@ func TestPlannerStaysWithinBudgetWhenTheUpstreamSlows(t *testing.T) {
 			if i >= before {
 				slow = 3
 			}
-			hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
-				select {
-				case <-time.After(slow * lab.FastSlow.Latency(i, hedge.Attempt(ctx))):
-					return i, nil
-				case <-ctx.Done():
-					return 0, ctx.Err()
-				}
-			})
+			hedge.Do(t.Context(), p, fastSlowCall(i, slow))
 		}
 		amp := func(from, to int) float64 {
 			n := 0
@@ -159,14 +152,7 @@ func TestPlannerPredictsDo(t *testing.T) {
 			var stats hedge.Stats
 			p := hedge.Policy[int]{Delay: hedge.Fixed(plan.Delay), MaxAttempts: 1 + plan.Hedges, Observer: &stats}
 			for i := 5000; i < 10000; i++ {
-				hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
-					select {
-					case <-time.After(lab.FastSlow.Latency(i, hedge.Attempt(ctx))):
-						return i, nil
-					case <-ctx.Done():
-						return 0, ctx.Err()
-					}
-				})
+				hedge.Do(t.Context(), p, fastSlowCall(i, 1))
 			}
 			s := stats.Snapshot()
 			got := [3]float64{s.Amplification() - 1, s.HedgeRate(), s.WinRate()}
@@ -215,5 +201,16 @@ func TestPlannerCurve(t *testing.T) {
 	at50 := curve[bucketNear(curve, 50*ms)]
 	if math.Abs(at50.HedgeRate-0.1) > 0.02 || math.Abs(at50.WinRate-0.93) > 0.02 {
 		t.Errorf("one hedge at 50ms: %+v, want hedge rate 0.1 and win rate 0.93", at50)
+	}
+}
+
+// fastSlowCall is call i to the 90/10 upstream, every latency scaled by
+// scale, each attempt drawing its own.
+func fastSlowCall(i int, scale time.Duration) func(context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		if err := lab.Wait(ctx, scale*lab.FastSlow.Latency(i, hedge.Attempt(ctx))); err != nil {
+			return 0, err
+		}
+		return i, nil
 	}
 }

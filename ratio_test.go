@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/lab"
 )
 
 // ratioModel is the bound RatioBudget promises, kept from its definition
@@ -326,12 +327,10 @@ func (u *slowingUpstream) fn(ctx context.Context) (int, error) {
 		d *= 3
 	}
 	u.mu.Unlock()
-	select {
-	case <-time.After(d):
-		return 1, nil
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	if err := lab.Wait(ctx, d); err != nil {
+		return 0, err
 	}
+	return 1, nil
 }
 
 // When every attempt of an upstream turns three times slower, a hedge delay

@@ -44,6 +44,17 @@ var (
 	}}
 )
 
+// Wait is an upstream's work: it takes d, or less when ctx ends first, and
+// then returns ctx's error.
+func Wait(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Row is what one policy did to the measured calls.
 type Row struct {
 	Name          string
@@ -83,12 +94,10 @@ func Run(t *testing.T, name string, up Upstream, warm, calls int, hedger Hedger)
 				k := started
 				started++
 				mu.Unlock()
-				select {
-				case <-time.After(up.Latency(i, k)):
-					return i, nil
-				case <-ctx.Done():
-					return 0, ctx.Err()
+				if err := Wait(ctx, up.Latency(i, k)); err != nil {
+					return 0, err
 				}
+				return i, nil
 			}
 			start := time.Now()
 			if _, err := hedger(t.Context(), attempt); err != nil {
