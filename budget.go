@@ -1,5 +1,7 @@
 package hedge
 
+import "context"
+
 // Budget bounds the extra attempts that hedging adds, across calls. One
 // Budget is usually shared by many calls (and by a retry loop of another
 // library), so implementations must be safe for concurrent use. A nil
@@ -16,12 +18,14 @@ package hedge
 // token bucket can drain on Retryable and refill on Accept, and a
 // concurrency cap can hold a permit from a granted Allow to its Done.
 //
-// Both methods run while the call holds its lock: they must not block.
+// ctx is the caller's context (the one passed to Do), so a budget can
+// keep one bound per route it finds there, as a breaker does. Both
+// methods run while the call holds its lock: they must not block.
 //
 // A retry loop draws on the same Budget by calling Allow(0) before its
 // first try and Allow(k) before its k-th retry, and Done(k, o) after every
 // try.
 type Budget interface {
-	Allow(k int) bool
-	Done(k int, o Outcome)
+	Allow(ctx context.Context, k int) bool
+	Done(ctx context.Context, k int, o Outcome)
 }

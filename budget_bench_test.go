@@ -1,6 +1,7 @@
 package hedge_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ type mutexLimit struct {
 	n, taken int
 }
 
-func (l *mutexLimit) Allow(k int) bool {
+func (l *mutexLimit) Allow(_ context.Context, k int) bool {
 	if k < 1 {
 		return true
 	}
@@ -29,7 +30,7 @@ func (l *mutexLimit) Allow(k int) bool {
 	return true
 }
 
-func (l *mutexLimit) Done(k int, _ hedge.Outcome) {
+func (l *mutexLimit) Done(_ context.Context, k int, _ hedge.Outcome) {
 	if k < 1 {
 		return
 	}
@@ -43,11 +44,11 @@ func (l *mutexLimit) Done(k int, _ hedge.Outcome) {
 // One iteration is the budget traffic of one hedged call: ask for the
 // hedge, return it, and report the primary.
 func budgetCall(b hedge.Budget) {
-	b.Allow(0)
-	if b.Allow(1) {
-		b.Done(1, hedge.Canceled)
+	b.Allow(context.Background(), 0)
+	if b.Allow(context.Background(), 1) {
+		b.Done(context.Background(), 1, hedge.Canceled)
 	}
-	b.Done(0, hedge.Accept)
+	b.Done(context.Background(), 0, hedge.Accept)
 }
 
 func BenchmarkBudget(b *testing.B) {

@@ -1,6 +1,7 @@
 package hedge_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"sync"
@@ -90,13 +91,13 @@ func TestBudgetZeroValues(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			for _, o := range []hedge.Outcome{hedge.Accept, hedge.Retryable, hedge.Terminal, hedge.Canceled} {
-				b.Done(0, o)
-				b.Done(1, o)
+				b.Done(context.Background(), 0, o)
+				b.Done(context.Background(), 1, o)
 			}
-			if !b.Allow(0) {
+			if !b.Allow(context.Background(), 0) {
 				t.Error("Allow(0) = false, want the primary granted")
 			}
-			if b.Allow(1) {
+			if b.Allow(context.Background(), 1) {
 				t.Error("Allow(1) = true, want every hedge refused")
 			}
 		})
@@ -111,12 +112,12 @@ func TestBudgetAllocations(t *testing.T) {
 	inflight, _ := hedge.NewInflightLimit(1)
 	for name, b := range map[string]hedge.Budget{"ratio": ratio, "bucket": bucket, "inflight": inflight} {
 		call := func() {
-			b.Allow(0)
-			if b.Allow(1) {
-				b.Done(1, hedge.Canceled)
+			b.Allow(context.Background(), 0)
+			if b.Allow(context.Background(), 1) {
+				b.Done(context.Background(), 1, hedge.Canceled)
 			}
-			b.Done(0, hedge.Accept)
-			b.Done(0, hedge.Retryable)
+			b.Done(context.Background(), 0, hedge.Accept)
+			b.Done(context.Background(), 0, hedge.Retryable)
 		}
 		if n := testing.AllocsPerRun(1000, call); n != 0 {
 			t.Errorf("%s: %v allocations per Allow and Done, want 0", name, n)
@@ -148,7 +149,7 @@ func TestBudgetContention(t *testing.T) {
 			l, _ := hedge.NewInflightLimit(2)
 			var granted atomic.Int64
 			budgetRace(budgetRacers, func(int) {
-				if l.Allow(1) {
+				if l.Allow(context.Background(), 1) {
 					granted.Add(1)
 				}
 			})
@@ -162,14 +163,14 @@ func TestBudgetContention(t *testing.T) {
 		var held, most atomic.Int64
 		budgetRace(budgetRacers, func(int) {
 			for range 200 {
-				if !l.Allow(1) {
+				if !l.Allow(context.Background(), 1) {
 					continue
 				}
 				n := held.Add(1)
 				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 				}
 				held.Add(-1)
-				l.Done(1, hedge.Accept)
+				l.Done(context.Background(), 1, hedge.Accept)
 			}
 		})
 		if m, in := most.Load(), l.InFlight(); m > 2 || in != 0 {
@@ -178,7 +179,7 @@ func TestBudgetContention(t *testing.T) {
 	})
 	t.Run("TokenBucket: failures and successes add up exactly", func(t *testing.T) {
 		b, _ := hedge.NewTokenBucket(100, 0.5)
-		budgetRace(budgetRacers, func(int) { b.Done(1, hedge.Retryable) })
+		budgetRace(budgetRacers, func(int) { b.Done(context.Background(), 1, hedge.Retryable) })
 		if got := b.Tokens(); got != 36 {
 			t.Fatalf("100 tokens less 64 failures = %v, want 36", got)
 		}
@@ -186,21 +187,21 @@ func TestBudgetContention(t *testing.T) {
 		// interleaving ends on the same count.
 		budgetRace(budgetRacers, func(i int) {
 			if i%2 == 0 {
-				b.Done(0, hedge.Retryable)
+				b.Done(context.Background(), 0, hedge.Retryable)
 			} else {
-				b.Done(1, hedge.Accept)
+				b.Done(context.Background(), 1, hedge.Accept)
 			}
 		})
 		if got := b.Tokens(); got != 36-32+16 {
 			t.Fatalf("36 tokens less 32 failures plus 32 successes at 0.5 = %v, want 20", got)
 		}
-		budgetRace(budgetRacers, func(int) { b.Done(0, hedge.Retryable) })
+		budgetRace(budgetRacers, func(int) { b.Done(context.Background(), 0, hedge.Retryable) })
 		if got := b.Tokens(); got != 0 {
 			t.Fatalf("20 tokens less 64 failures = %v, want 0", got)
 		}
 		small, _ := hedge.NewTokenBucket(3, 0.1)
-		budgetRace(3*budgetRacers, func(int) { small.Done(0, hedge.Retryable) })
-		budgetRace(budgetRacers, func(int) { small.Done(1, hedge.Accept) })
+		budgetRace(3*budgetRacers, func(int) { small.Done(context.Background(), 0, hedge.Retryable) })
+		budgetRace(budgetRacers, func(int) { small.Done(context.Background(), 1, hedge.Accept) })
 		if got := small.Tokens(); got != 3 {
 			t.Fatalf("an empty 3-token bucket after 64 successes at 0.1 holds %v, want 3", got)
 		}
@@ -210,13 +211,13 @@ func TestBudgetContention(t *testing.T) {
 		b, _ := hedge.NewRatioBudget(0.1, 0, 10*time.Second, mock)
 		budgetRace(budgetRacers, func(int) {
 			for range 10 {
-				b.Allow(0)
+				b.Allow(context.Background(), 0)
 			}
 		})
 		var granted atomic.Int64
 		budgetRace(budgetRacers, func(int) {
 			for range 4 {
-				if b.Allow(1) {
+				if b.Allow(context.Background(), 1) {
 					granted.Add(1)
 				}
 			}

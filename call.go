@@ -419,12 +419,12 @@ func (c *call[T]) next(k int) (d time.Duration) {
 
 func (c *call[T]) allow(k int) (ok bool) {
 	defer c.catch(k)
-	return c.budget.Allow(k)
+	return c.budget.Allow(c.parent, k)
 }
 
 func (c *call[T]) done(k int, o Outcome) {
 	defer c.catch(k)
-	c.budget.Done(k, o)
+	c.budget.Done(c.parent, k, o)
 }
 
 // catch keeps the first hook panic. Results of a hook that panicked are

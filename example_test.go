@@ -129,7 +129,7 @@ func ExampleStats() {
 // A Budget shared by every call bounds the extra load hedging adds.
 type tokens struct{ left int } // not safe for concurrent use: an example only
 
-func (t *tokens) Allow(k int) bool {
+func (t *tokens) Allow(_ context.Context, k int) bool {
 	if k == 0 {
 		return true // the primary always runs
 	}
@@ -140,7 +140,7 @@ func (t *tokens) Allow(k int) bool {
 	return true
 }
 
-func (t *tokens) Done(int, hedge.Outcome) {}
+func (t *tokens) Done(_ context.Context, _ int, _ hedge.Outcome) {}
 
 func ExampleBudget() {
 	var stats hedge.Stats

@@ -12,18 +12,18 @@ import (
 
 type allowPanics struct{}
 
-func (allowPanics) Allow(k int) bool {
+func (allowPanics) Allow(_ context.Context, k int) bool {
 	if k > 0 {
 		panic("allow")
 	}
 	return true
 }
-func (allowPanics) Done(int, hedge.Outcome) {}
+func (allowPanics) Done(_ context.Context, _ int, _ hedge.Outcome) {}
 
 type donePanics struct{}
 
-func (donePanics) Allow(int) bool          { return true }
-func (donePanics) Done(int, hedge.Outcome) { panic("done") }
+func (donePanics) Allow(_ context.Context, _ int) bool            { return true }
+func (donePanics) Done(_ context.Context, _ int, _ hedge.Outcome) { panic("done") }
 
 func mustPanicError(t *testing.T, f func() (int, error)) {
 	t.Helper()

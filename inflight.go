@@ -1,6 +1,7 @@
 package hedge
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 )
@@ -32,7 +33,7 @@ func NewInflightLimit(n int) (*InflightLimit, error) {
 
 // Allow takes a permit for extra attempt k (k ≥ 1) if one is free. It
 // grants the primary (k < 1) without one.
-func (l *InflightLimit) Allow(k int) bool {
+func (l *InflightLimit) Allow(_ context.Context, k int) bool {
 	if primary(k) {
 		return true
 	}
@@ -50,7 +51,7 @@ func (l *InflightLimit) Allow(k int) bool {
 // Done returns the permit of extra attempt k (k ≥ 1). A Done with no
 // permit out is ignored. A stray Done while permits are out frees one
 // that an attempt still holds: call Done only for a granted Allow.
-func (l *InflightLimit) Done(k int, _ Outcome) {
+func (l *InflightLimit) Done(_ context.Context, k int, _ Outcome) {
 	if primary(k) {
 		return
 	}

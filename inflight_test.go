@@ -16,16 +16,16 @@ import (
 func TestInflightLimit(t *testing.T) {
 	l, _ := hedge.NewInflightLimit(2)
 	var got []bool
-	got = append(got, l.Allow(0), l.Allow(1), l.Allow(2), l.Allow(1)) // the primary takes no permit
-	l.Done(0, hedge.Accept)                                           // nor returns one
-	got = append(got, l.Allow(1))
-	l.Done(2, hedge.Terminal)
-	got = append(got, l.Allow(1), l.Allow(1))
+	got = append(got, l.Allow(context.Background(), 0), l.Allow(context.Background(), 1), l.Allow(context.Background(), 2), l.Allow(context.Background(), 1)) // the primary takes no permit
+	l.Done(context.Background(), 0, hedge.Accept)                                                                                                             // nor returns one
+	got = append(got, l.Allow(context.Background(), 1))
+	l.Done(context.Background(), 2, hedge.Terminal)
+	got = append(got, l.Allow(context.Background(), 1), l.Allow(context.Background(), 1))
 	if diff := cmp.Diff([]bool{true, true, true, false, false, true, false}, got); diff != "" {
 		t.Errorf("grants (-want +got)\n%s", diff)
 	}
 	for range 5 {
-		l.Done(1, hedge.Canceled) // more returns than permits out
+		l.Done(context.Background(), 1, hedge.Canceled) // more returns than permits out
 	}
 	if n := l.InFlight(); n != 0 {
 		t.Fatalf("InFlight = %d after every permit came back, want 0", n)
@@ -35,7 +35,7 @@ func TestInflightLimit(t *testing.T) {
 	}
 
 	never, _ := hedge.NewInflightLimit(0)
-	if !never.Allow(0) || never.Allow(1) {
+	if !never.Allow(context.Background(), 0) || never.Allow(context.Background(), 1) {
 		t.Error("a limit of 0 must grant the primary and never hedge")
 	}
 }

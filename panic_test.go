@@ -146,14 +146,14 @@ func TestHookPanicIsRaisedInCaller(t *testing.T) {
 
 type panicky struct{ allow bool }
 
-func (p panicky) Allow(int) bool {
+func (p panicky) Allow(_ context.Context, _ int) bool {
 	if p.allow {
 		panic("allow")
 	}
 	return true
 }
 
-func (p panicky) Done(int, hedge.Outcome) {
+func (p panicky) Done(_ context.Context, _ int, _ hedge.Outcome) {
 	if !p.allow {
 		panic("done")
 	}

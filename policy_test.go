@@ -70,7 +70,7 @@ type ledger struct {
 	log      []string
 }
 
-func (l *ledger) Allow(k int) bool {
+func (l *ledger) Allow(_ context.Context, k int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if k == 0 {
@@ -87,7 +87,7 @@ func (l *ledger) Allow(k int) bool {
 	return true
 }
 
-func (l *ledger) Done(k int, o hedge.Outcome) {
+func (l *ledger) Done(_ context.Context, k int, o hedge.Outcome) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if k > 0 {

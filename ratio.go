@@ -1,6 +1,7 @@
 package hedge
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -113,7 +114,7 @@ func NewRatioBudget(ratio, minPerSecond float64, window time.Duration, clk clock
 // Allow grants extra attempt k (k ≥ 1) if withdrawing it keeps the bound,
 // and withdraws it. For the primary (k < 1) it deposits the call's share
 // and grants it.
-func (b *RatioBudget) Allow(k int) bool {
+func (b *RatioBudget) Allow(_ context.Context, k int) bool {
 	if primary(k) {
 		b.deposit()
 		return true
@@ -137,7 +138,7 @@ func (b *RatioBudget) Allow(k int) bool {
 
 // Done does nothing: calls deposit when they start, and extra attempts
 // cost nothing on return, Allow already charged them.
-func (b *RatioBudget) Done(int, Outcome) {}
+func (b *RatioBudget) Done(_ context.Context, _ int, _ Outcome) {}
 
 // deposit credits ratio of an attempt for one call, whatever its outcome:
 // every call counts, including those that fail.

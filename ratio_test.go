@@ -72,7 +72,7 @@ func (m *ratioModel) violation() string {
 func askHedges(b hedge.Budget, n int) int {
 	granted := 0
 	for range n {
-		if b.Allow(1) {
+		if b.Allow(context.Background(), 1) {
 			granted++
 		}
 	}
@@ -143,7 +143,7 @@ func TestRatioBudget(t *testing.T) {
 				for _, s := range tt.steps {
 					mock.Add(s.wait)
 					for range s.calls {
-						b.Allow(0)
+						b.Allow(context.Background(), 0)
 					}
 					want, got = append(want, s.want), append(got, askHedges(b, s.ask))
 				}
@@ -160,17 +160,17 @@ func TestRatioBudget(t *testing.T) {
 func TestRatioBudgetCountsCallsNotAttempts(t *testing.T) {
 	b, _ := hedge.NewRatioBudget(0.5, 0, time.Second, clock.NewMock())
 	for _, o := range []hedge.Outcome{hedge.Accept, hedge.Retryable, hedge.Terminal, hedge.Canceled} {
-		b.Done(1, o) // a hedge's return neither deposits nor refunds
+		b.Done(context.Background(), 1, o) // a hedge's return neither deposits nor refunds
 	}
-	if b.Allow(1) {
+	if b.Allow(context.Background(), 1) {
 		t.Fatal("with nothing deposited, a hedge was granted")
 	}
-	b.Done(0, hedge.Terminal) // a primary's return neither
-	if !b.Allow(0) || b.Allow(1) {
+	b.Done(context.Background(), 0, hedge.Terminal) // a primary's return neither
+	if !b.Allow(context.Background(), 0) || b.Allow(context.Background(), 1) {
 		t.Fatal("want the primary granted and, with half an attempt deposited, a hedge refused")
 	}
-	b.Allow(0)
-	if !b.Allow(1) || b.Allow(1) {
+	b.Allow(context.Background(), 0)
+	if !b.Allow(context.Background(), 1) || b.Allow(context.Background(), 1) {
 		t.Error("two calls at 0.5, failed or not, should fund exactly one hedge")
 	}
 }
@@ -206,11 +206,11 @@ func TestRatioBudgetMatchesModel(t *testing.T) {
 					case r < 4:
 						mock.Add(time.Duration(rng.Int64N(int64(3 * p.window))))
 					case r < 60:
-						b.Allow(0)
+						b.Allow(context.Background(), 0)
 						m.calls[int64(mock.Since(start)/time.Second)]++
 					default:
 						now := int64(mock.Since(start) / time.Second)
-						if got, want := b.Allow(1), m.allow(now); got != want {
+						if got, want := b.Allow(context.Background(), 1), m.allow(now); got != want {
 							t.Fatalf("event %d, second %d: Allow = %t, the model says %t", i, now, got, want)
 						}
 					}
@@ -243,7 +243,7 @@ func TestRatioBudgetContentionAcrossSeconds(t *testing.T) {
 				// Deposits come first; a second without any opens on Allow.
 				time.Sleep(time.Until(start.Add(time.Duration(s) * time.Second)))
 				for range calls(g, s) {
-					b.Allow(0)
+					b.Allow(context.Background(), 0)
 				}
 				time.Sleep(time.Until(start.Add(time.Duration(s)*time.Second + 500*time.Millisecond)))
 				n := askHedges(b, 8)
@@ -297,16 +297,16 @@ func TestRatioBudgetStraddlingCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk := &pausingClock{Mock: clock.NewMock()}
 		b, _ := hedge.NewRatioBudget(0, 1, 2*time.Second, clk) // 2 hedges per 2s
-		if !b.Allow(1) {
+		if !b.Allow(context.Background(), 1) {
 			t.Fatal("second 0: the first hedge was refused")
 		}
 		clk.pause = func() {
 			clk.Add(time.Second)
-			if !b.Allow(1) {
+			if !b.Allow(context.Background(), 1) {
 				t.Error("second 1: the second hedge was refused")
 			}
 		}
-		if b.Allow(1) {
+		if b.Allow(context.Background(), 1) {
 			t.Error("a third hedge within 2s was granted")
 		}
 	})

@@ -1,6 +1,7 @@
 package hedge
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -51,7 +52,7 @@ func NewTokenBucket(maxTokens int, tokenRatio float64) (*TokenBucket, error) {
 // Allow grants extra attempt k (k ≥ 1) while more than half of the bucket
 // is left, and takes nothing: the attempt pays only if it fails. It grants
 // the primary (k < 1) always.
-func (b *TokenBucket) Allow(k int) bool {
+func (b *TokenBucket) Allow(_ context.Context, k int) bool {
 	return primary(k) || 2*b.tokens.Load() > b.max
 }
 
@@ -59,7 +60,7 @@ func (b *TokenBucket) Allow(k int) bool {
 // and refills tokenRatio of one when it was accepted. Terminal and
 // cancelled attempts say nothing about the upstream's health, so they
 // change nothing. The bucket stays within [0, maxTokens].
-func (b *TokenBucket) Done(_ int, o Outcome) {
+func (b *TokenBucket) Done(_ context.Context, _ int, o Outcome) {
 	var delta int64
 	switch o {
 	case Retryable:

@@ -56,7 +56,7 @@ func TestTokenBucket(t *testing.T) {
 			}
 			f := float64(tt.max)
 			for i, o := range tt.outcomes {
-				b.Done(i%3, o)
+				b.Done(context.Background(), i%3, o)
 				switch o {
 				case r:
 					f = max(f-1, 0)
@@ -64,11 +64,11 @@ func TestTokenBucket(t *testing.T) {
 					f = min(f+tt.ratio, float64(tt.max))
 				}
 			}
-			got := state{b.Tokens(), b.Allow(1)}
+			got := state{b.Tokens(), b.Allow(context.Background(), 1)}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
-			if !b.Allow(0) {
+			if !b.Allow(context.Background(), 0) {
 				t.Error("Allow(0) = false, want the primary always granted")
 			}
 			// Shows why the bucket counts in thousandths, not float64.

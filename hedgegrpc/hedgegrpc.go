@@ -217,17 +217,17 @@ type call struct {
 
 // Allow grants an extra attempt unless pushback holds it back or the
 // token bucket refuses it.
-func (c *call) Allow(k int) bool {
+func (c *call) Allow(ctx context.Context, k int) bool {
 	if k >= 1 && c.held.Load() != 0 {
 		return false
 	}
-	return c.bucket == nil || c.bucket.Allow(k)
+	return c.bucket == nil || c.bucket.Allow(ctx, k)
 }
 
 // Done ends attempt k's pushback hold and tells the token bucket how it
 // ended; a failure whose pushback said stop counts as a failure even when
 // its code was fatal.
-func (c *call) Done(k int, o hedge.Outcome) {
+func (c *call) Done(ctx context.Context, k int, o hedge.Outcome) {
 	bit := uint32(1) << k
 	if c.held.Load()&bit != 0 {
 		c.held.And(^bit)
@@ -238,7 +238,7 @@ func (c *call) Done(k int, o hedge.Outcome) {
 	if o == hedge.Terminal && c.stopped.Load()&bit != 0 {
 		o = hedge.Retryable
 	}
-	c.bucket.Done(k, o)
+	c.bucket.Done(ctx, k, o)
 }
 
 // attempt is the function hedge.Do runs for each attempt.

@@ -19,11 +19,11 @@ var errDown = errors.New("upstream down")
 func retry(ctx context.Context, budget hedge.Budget, op func() error) (tries int, err error) {
 	var last error
 	_, err = backoff.Retry(ctx, func() (struct{}, error) {
-		if granted := budget.Allow(tries); tries > 0 && !granted {
+		if granted := budget.Allow(ctx, tries); tries > 0 && !granted {
 			return struct{}{}, backoff.Permanent(fmt.Errorf("retry %d refused: %w", tries, last))
 		}
 		last = op()
-		budget.Done(tries, hedge.Classify(struct{}{}, last))
+		budget.Done(ctx, tries, hedge.Classify(struct{}{}, last))
 		tries++
 		return struct{}{}, last
 	}, backoff.WithBackOff(&backoff.ConstantBackOff{})) // no wait: the example runs at once
