@@ -162,7 +162,7 @@ func TestParseServiceConfig(t *testing.T) {
 		{name: "unknown code", js: hedging(`{"maxAttempts": 2, "nonFatalStatusCodes": ["SLOW"]}`), wantErr: "invalid code"},
 		{name: "OK is not a failure", js: hedging(`{"maxAttempts": 2, "nonFatalStatusCodes": ["OK"]}`), wantErr: "holds OK"},
 		{name: "method without service", js: `{"methodConfig": [{"name": [{"method": "M"}], "hedgingPolicy": {"maxAttempts": 2}}]}`, wantErr: "without a service"},
-		{name: "name given twice", js: `{"methodConfig": [{"name": [{"service": "s"}, {"service": "s"}], "hedgingPolicy": {"maxAttempts": 2}}]}`, wantErr: "an earlier entry named"},
+		{name: "name given twice", js: `{"methodConfig": [{"name": [{"service": "s"}, {"service": "s"}], "hedgingPolicy": {"maxAttempts": 2}}]}`, wantErr: `names "s" twice`},
 		{name: "delay without s", js: delay("1"), wantErr: "ending in \"s\""},
 		{name: "negative delay", js: delay("-1s"), wantErr: "negative"},
 		{name: "delay in ms", js: delay("500ms"), wantErr: "not decimal seconds"},

@@ -20,7 +20,9 @@ import (
 // the same document can be given to grpc.WithDefaultServiceConfig. It
 // returns an error wrapping ErrInvalidConfig for a document A6 does not
 // allow: an entry with both retryPolicy and hedgingPolicy, a name given
-// twice, a method without a service, maxAttempts below 2, a hedgingDelay
+// twice in the document (whatever policy, if any, each entry holds: A6
+// gives a method one policy, and grpc-go refuses such a document as
+// well), a method without a service, maxAttempts below 2, a hedgingDelay
 // that is not a non-negative proto3 duration ("0.5s"), an unknown status
 // code, or a retryThrottling outside its bounds. maxAttempts above the
 // limit is not an error here: New treats it as Config.MaxAttemptsLimit.
@@ -30,10 +32,7 @@ import (
 func ParseServiceConfig(js string) (Config, error) {
 	var doc struct {
 		MethodConfig []struct {
-			Name []struct {
-				Service string
-				Method  string
-			}
+			Name          []serviceConfigName
 			RetryPolicy   json.RawMessage
 			HedgingPolicy *struct {
 				MaxAttempts         *float64
@@ -50,12 +49,20 @@ func ParseServiceConfig(js string) (Config, error) {
 		return Config{}, fmt.Errorf("%w: service config: %w", ErrInvalidConfig, err)
 	}
 	var cfg Config
+	claimed := map[string]int{}
 	for i, mc := range doc.MethodConfig {
+		where := fmt.Sprintf("methodConfig[%d]", i)
+		// Every entry claims its names before its policy is looked at:
+		// a retry-only entry, or one with neither policy, gives its
+		// methods their config as surely as a hedging entry does.
+		keys, err := claimNames(claimed, i, mc.Name)
+		if err != nil {
+			return Config{}, err
+		}
 		hp := mc.HedgingPolicy
 		if hp == nil {
 			continue // not hedged: gRPC's own retryPolicy, or neither
 		}
-		where := fmt.Sprintf("methodConfig[%d]", i)
 		if len(mc.RetryPolicy) > 0 && string(mc.RetryPolicy) != "null" {
 			return Config{}, fmt.Errorf("%w: %s has both retryPolicy and hedgingPolicy", ErrInvalidConfig, where)
 		}
@@ -77,17 +84,7 @@ func ParseServiceConfig(js string) (Config, error) {
 			p.HedgingDelay = d
 		}
 		p.NonFatalStatusCodes = hp.NonFatalStatusCodes
-		for _, n := range mc.Name {
-			if n.Service == "" && n.Method != "" {
-				return Config{}, fmt.Errorf("%w: %s names method %q without a service", ErrInvalidConfig, where, n.Method)
-			}
-			key := n.Service
-			if n.Method != "" {
-				key += "/" + n.Method
-			}
-			if _, dup := cfg.Methods[key]; dup {
-				return Config{}, fmt.Errorf("%w: %s names %q, which an earlier entry named", ErrInvalidConfig, where, key)
-			}
+		for _, key := range keys {
 			if cfg.Methods == nil {
 				cfg.Methods = map[string]HedgingPolicy{}
 			}
@@ -113,6 +110,44 @@ func ParseServiceConfig(js string) (Config, error) {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// serviceConfigName is one name of a methodConfig entry: a service and
+// a method, a service alone for all its methods, or neither for every
+// method.
+type serviceConfigName struct {
+	Service string
+	Method  string
+}
+
+// claimNames checks the names of methodConfig[entry] and records each in
+// claimed, which maps a name to the entry that gave it. It returns the
+// names as Config.Methods keys. A name may appear once in the whole
+// document: twice is an error even when the entries agree, as in grpc-go.
+func claimNames(claimed map[string]int, entry int, names []serviceConfigName) ([]string, error) {
+	keys := make([]string, 0, len(names))
+	for _, n := range names {
+		if n.Service == "" && n.Method != "" {
+			return nil, fmt.Errorf("%w: methodConfig[%d] names method %q without a service", ErrInvalidConfig, entry, n.Method)
+		}
+		key := n.Service
+		if n.Method != "" {
+			key += "/" + n.Method
+		}
+		// Claimed by its full path, "/service/method" or "/service/",
+		// which grpc-go compares too: key alone would merge service
+		// "a/b" with method b of service a.
+		path := "/" + n.Service + "/" + n.Method
+		switch first, dup := claimed[path]; {
+		case dup && first == entry:
+			return nil, fmt.Errorf("%w: methodConfig[%d] names %q twice", ErrInvalidConfig, entry, key)
+		case dup:
+			return nil, fmt.Errorf("%w: methodConfig[%d] names %q, which methodConfig[%d] named: a method has one policy", ErrInvalidConfig, entry, key, first)
+		}
+		claimed[path] = entry
+		keys = append(keys, key)
+	}
+	return keys, nil
 }
 
 // parseDuration reads a proto3 JSON Duration that must not be negative:
