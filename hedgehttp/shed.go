@@ -1,0 +1,134 @@
+package hedgehttp
+
+import (
+	"net/http"
+	"strconv"
+	"sync/atomic"
+)
+
+// DefaultAttemptHeader is the header a Shedder reads attempt numbers from
+// when its AttemptHeader is empty. A Transport numbers its attempts only
+// when told to: set its AttemptHeader to the same name, or the Shedder
+// takes every request for a primary and sheds none.
+const DefaultAttemptHeader = "Hedge-Attempt"
+
+// shedRetryAfter is the Retry-After of a shed hedge. Zero is the one wait
+// a Transport can afford at any deadline, so its call goes on with the
+// attempts in flight; any longer one, heard less than that wait before
+// the deadline, would end the call with the 503 and cancel the primary.
+const shedRetryAfter = "0"
+
+// Shedder is net/http middleware that sheds hedges first. It counts the
+// requests in flight in Handler. A hedge, a request whose attempt header
+// holds a number of 1 or more, goes through only while fewer than Limit
+// are in flight; otherwise it is answered at once with 503 Service
+// Unavailable and "Retry-After: 0", without reaching Handler. A primary
+// (attempt 0, or no number) always goes through, and counts. So hedges
+// run only on capacity the primaries leave free, and a saturated server
+// spends nothing on them.
+//
+//	srv := &http.Server{Handler: &hedgehttp.Shedder{Handler: mux, Limit: 64}}
+//	client := &http.Client{Transport: &hedgehttp.Transport{AttemptHeader: hedgehttp.DefaultAttemptHeader}}
+//
+// What a Transport does with a shed hedge: a 503 is retryable, so the
+// call goes on and the primary still answers it. The zero Retry-After is
+// deliberate. A Transport ends a call with a retryable response whose
+// Retry-After it cannot wait out before the request's deadline, and
+// cancels the other attempts; with "Retry-After: 1", every request due
+// within a second would lose its primary to a shed hedge. With 0, a
+// Transport that may send two attempts (its default) sends nothing more;
+// one allowed more sends its next hedge at once, which is shed as well
+// while the server stays saturated. Give the Transport a
+// hedge.TokenBucket as its Budget, and shed hedges, as retryable
+// failures, stop its hedging across calls until answers refill it.
+//
+// The cost: an atomic add as a request enters and another as it leaves
+// (a hedge enters with a compare-and-swap), and no lock. A shed hedge
+// costs the server an empty 503 and the client a round trip. What
+// shedding gives up is the chance that a hedge sent to a saturated
+// server would have won: it would have taken a slot from another
+// primary to do so. A Shedder limits hedges only: primaries past Limit
+// are the job of a limiter or a queue in front of it.
+//
+// The zero value sheds every hedge and passes every primary to
+// http.DefaultServeMux. A Shedder is safe for concurrent use. Set its
+// fields before it serves; it must not be copied after.
+type Shedder struct {
+	// Handler serves the requests the Shedder lets through. Nil means
+	// http.DefaultServeMux, as in http.Server.
+	Handler http.Handler
+
+	// Limit is how many requests may be in flight before hedges are shed:
+	// a hedge goes through only while fewer are. Set it to what the
+	// service can serve at once without queueing. Zero or less sheds
+	// every hedge.
+	Limit int
+
+	// AttemptHeader names the header that carries the attempt number, as
+	// Transport.AttemptHeader sends it. Empty means DefaultAttemptHeader.
+	// A request without the header, or whose value is not a decimal
+	// number, is a primary: a client that numbers its attempts some other
+	// way is never shed.
+	AttemptHeader string
+
+	inflight atomic.Int64
+	shed     atomic.Uint64
+}
+
+// ServeHTTP passes r to Handler, or sheds it: see Shedder.
+func (s *Shedder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.isHedge(r) {
+		if !s.admitHedge() {
+			s.shed.Add(1)
+			w.Header().Set("Retry-After", shedRetryAfter)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+	} else {
+		s.inflight.Add(1)
+	}
+	// A deferred release holds through a panic in the handler, which
+	// http.Server recovers, and through runtime.Goexit.
+	defer s.inflight.Add(-1)
+	h := s.Handler
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	h.ServeHTTP(w, r)
+}
+
+// InFlight returns how many requests are in Handler now.
+func (s *Shedder) InFlight() int { return int(s.inflight.Load()) }
+
+// Shed returns how many hedges the Shedder has answered with a 503.
+func (s *Shedder) Shed() uint64 { return s.shed.Load() }
+
+func (s *Shedder) isHedge(r *http.Request) bool {
+	name := s.AttemptHeader
+	if name == "" {
+		name = DefaultAttemptHeader
+	}
+	v := r.Header.Get(name)
+	if v == "" || v == "0" {
+		return false
+	}
+	k, err := strconv.ParseUint(v, 10, 64)
+	return err == nil && k > 0
+}
+
+// admitHedge takes a place in flight for a hedge if fewer than Limit are
+// taken. A compare-and-swap rather than an add and an undo: a hedge that
+// loses never shows in the count, so it cannot make a concurrent one
+// look over the limit.
+func (s *Shedder) admitHedge() bool {
+	limit := int64(s.Limit)
+	for {
+		n := s.inflight.Load()
+		if n >= limit {
+			return false
+		}
+		if s.inflight.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
