@@ -3,10 +3,14 @@
 // units (31ms, 0.2s, 850µs) or a column of a CSV file, feeds them to a
 // hedge.Planner (the code a Policy plans with), and prints, for one and
 // two hedges, the target quantile and the extra load at a range of
-// delays, and the plan it recommends for a budget.
+// delays, and the plan it recommends for a budget, as a Go policy.
 //
 //	go run ./cmd/hedgeplan < latencies.txt
 //	go run ./cmd/hedgeplan -csv -column 3 -budget 0.05 requests.csv
+//
+// Planning the q-quantile takes at least 25/(1-q) latencies, 2500 for
+// p99, so that 25 of them lie beyond it; with fewer it warns. -h says
+// what the input may hold.
 package main
 
 import (
@@ -19,20 +23,15 @@ import (
 
 func main() {
 	var cfg config
-	flag.Float64Var(&cfg.budget, "budget", 0.1, "extra-load budget: 0.1 allows 10% more attempts")
-	flag.Float64Var(&cfg.target, "target", 0.99, "the latency quantile to minimise")
-	flag.IntVar(&cfg.maxHedges, "max-hedges", 2, "the most hedges a plan may send")
-	flag.BoolVar(&cfg.csv, "csv", false, "read a CSV file instead of one latency per line")
-	flag.IntVar(&cfg.column, "column", 1, "with -csv: the column that holds the latency, from 1")
-	flag.StringVar(&cfg.unit, "unit", "", "unit of bare numbers (ms, s, us); without it a number needs its unit")
-	flag.Parse()
+	flags := newFlags(&cfg, flag.ExitOnError)
+	flags.Parse(os.Args[1:]) // ExitOnError: it returns no error
 
 	in := io.Reader(os.Stdin)
-	if flag.NArg() > 1 {
+	if flags.NArg() > 1 {
 		fail(errors.New("at most one input file"))
 	}
-	if flag.NArg() == 1 {
-		f, err := os.Open(flag.Arg(0))
+	if flags.NArg() == 1 {
+		f, err := os.Open(flags.Arg(0))
 		if err != nil {
 			fail(err)
 		}

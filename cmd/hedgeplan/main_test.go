@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func fastSlow(n int) string {
 	return b.String()
 }
 
-var recommendation = regexp.MustCompile(`(\d) hedge\(s\), one every ([0-9.]+m?s)`)
+var recommendation = regexp.MustCompile(`(\d+) hedges?(?:, one every| after) ([^:]+):`)
 
 func plan(t *testing.T, input string, cfg config) (hedges int, delay time.Duration, out string) {
 	t.Helper()
@@ -38,7 +39,8 @@ func plan(t *testing.T, input string, cfg config) (hedges int, delay time.Durati
 		return 0, 0, b.String()
 	}
 	d, _ := time.ParseDuration(m[2])
-	return int(m[1][0] - '0'), d, b.String()
+	n, _ := strconv.Atoi(m[1])
+	return n, d, b.String()
 }
 
 func TestPlansKnownUpstream(t *testing.T) {

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -25,6 +27,29 @@ type config struct {
 // weighing, with the knees of a multi-modal latency between them.
 const rows = 10
 
+// tailSamples is how many latencies must lie beyond the target quantile
+// for a plan without a warning. The count beyond a quantile is about
+// Poisson, so 25 of them know the tail's share to about ±20 % (1/√25),
+// the margin a plan keeps; with fewer, the noise outgrows the margin.
+const tailSamples = 25
+
+// minSamples is the fewest latencies that plan the q-quantile without a
+// warning: tailSamples/(1-q), 2500 for p99.
+func minSamples(q float64) int {
+	return int(math.Ceil(tailSamples/(1-q) - 1e-9)) // 25/(1-0.99) is 2500.000000000002
+}
+
+// margin is the share of the target's tail that a plan's latency leaves
+// slower, as hedge.Plan.Latency documents: 20 % fewer calls than the
+// target quantile allows.
+const margin = 0.8
+
+// neverDelay is the Planner's Ceiling, a delay beyond any latency its
+// histogram holds (about 137 s): a hedge after it is never sent, so the
+// Planner's figure for one hedge at neverDelay is its figure for not
+// hedging, made by the same estimate as every other row of the table.
+const neverDelay = 3 * time.Minute
+
 func run(in io.Reader, out io.Writer, cfg config) error {
 	lat, err := readLatencies(in, cfg.csv, cfg.column, cfg.unit)
 	if err != nil {
@@ -34,16 +59,34 @@ func run(in io.Reader, out io.Writer, cfg config) error {
 	if err != nil {
 		return err
 	}
+	var b bytes.Buffer
+	report(&b, lat, planner, cfg)
+	_, err = out.Write(b.Bytes())
+	return err
+}
+
+// report writes what planner, fed lat, expects of hedging.
+func report(w *bytes.Buffer, lat []time.Duration, planner *hedge.Planner, cfg config) {
 	sorted := slices.Sorted(slices.Values(lat))
-	fmt.Fprintf(out, "%d latencies: p50 %v, p90 %v, p99 %v, p99.9 %v, max %v\n\n", len(lat),
+	target := quantileName(cfg.target)
+	fmt.Fprintf(w, "%d latencies: p50 %v, p90 %v, p99 %v, p99.9 %v, max %v\n", len(lat),
 		show(quantile(sorted, 0.5)), show(quantile(sorted, 0.9)), show(quantile(sorted, 0.99)),
 		show(quantile(sorted, 0.999)), show(sorted[len(sorted)-1]))
+	need := minSamples(cfg.target)
+	tooFew := len(lat) < need
+	if tooFew {
+		fmt.Fprintf(w, "\nwarning: %d latencies are too few to plan %s. It takes at least %d, so that %d lie\n"+
+			"beyond %s and pin the share of calls slower than it to about ±20%%, the margin a plan\n"+
+			"keeps. With fewer, the figures below are mostly noise: collect more latencies.\n",
+			len(lat), target, need, tailSamples, target)
+	}
 
 	plan := planner.Replan()
-	target := fmt.Sprintf("p%v", 100*cfg.target)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "hedges\tdelay\t%s\textra load\thedge rate\twin rate\t\n", target)
-	fmt.Fprintf(tw, "0\t-\t%v\t0.0%%\t-\t-\t\n", show(quantile(sorted, cfg.target)))
+	single := planner.Curve(1)
+	none := single[len(single)-1].Latency // the hedge at neverDelay
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\nhedges\tdelay\t%s\textra load\thedge rate\twin rate\t\n", target)
+	fmt.Fprintf(tw, "0\t-\t%v\t0.0%%\t-\t-\t\n", show(none))
 	lo, hi := float64(quantile(sorted, 0.5)), float64(quantile(sorted, 0.99))
 	for h := 1; h <= cfg.maxHedges; h++ {
 		curve := planner.Curve(h)
@@ -54,23 +97,36 @@ func run(in io.Reader, out io.Writer, cfg config) error {
 				percent(p.Load), percent(p.HedgeRate), percent(p.WinRate))
 		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	tw.Flush() // into a bytes.Buffer, which takes every write
+
+	tail := 1 - cfg.target
+	fmt.Fprintf(w, "\nEvery figure in the table is the planner's estimate, made as a policy makes it: %s there\n"+
+		"is the latency that %s of calls exceed, not %s (a 20%% margin against noise in the tail),\n"+
+		"read from a histogram whose buckets are about 3%% wide.\n",
+		target, share(tail*margin), share(tail))
+	if observed := show(quantile(sorted, cfg.target)); observed != show(none) {
+		fmt.Fprintf(w, "That is why no hedging reads %v in the table, where the observed %s is %v.\n",
+			show(none), target, observed)
 	}
-	fmt.Fprintf(out, "\n%s is planned with a margin: the latency at which 20%% fewer calls are slower than %s.\n", target, target)
-	fmt.Fprintf(out, "\nfor at most %s extra load: ", percent(cfg.budget))
-	if plan.Hedges == 0 {
-		_, err = fmt.Fprintf(out, "do not hedge; no plan within the budget beats %s %v\n", target, show(plan.Latency))
-		return err
+
+	fmt.Fprintf(w, "\nfor at most %s extra load", percent(cfg.budget))
+	if tooFew {
+		fmt.Fprint(w, ", from too few latencies to trust")
 	}
-	_, err = fmt.Fprintf(out, "%d hedge(s), one every %v: %s about %v, %s extra load, hedge rate %s, win rate %s\n",
-		plan.Hedges, show(plan.Delay), target, show(plan.Latency), percent(plan.Load),
-		percent(plan.HedgeRate), percent(plan.WinRate))
-	if err == nil {
-		_, err = fmt.Fprintf(out, "policy: hedge.Policy[T]{Delay: hedge.Fixed(%v), MaxAttempts: %d}, or &hedge.Planner{Load: %v} to keep learning\n",
-			show(plan.Delay), plan.Hedges+1, cfg.budget)
+	switch plan.Hedges {
+	case 0:
+		fmt.Fprintf(w, ": do not hedge; no plan within the budget beats %s %v\n", target, show(plan.Latency))
+		return
+	case 1:
+		fmt.Fprintf(w, ": 1 hedge after %v", show(plan.Delay))
+	default:
+		fmt.Fprintf(w, ": %d hedges, one every %v", plan.Hedges, show(plan.Delay))
 	}
-	return err
+	fmt.Fprintf(w, ": %s about %v, %s extra load, hedge rate %s, win rate %s\n",
+		target, show(plan.Latency), percent(plan.Load), percent(plan.HedgeRate), percent(plan.WinRate))
+	plan.Delay = show(plan.Delay)
+	fmt.Fprintf(w, "policy: %s\n", fixedPolicy(plan))
+	fmt.Fprintf(w, "or, to go on planning from live calls: %s\n", plannerPolicy(cfg))
 }
 
 // learn feeds the latencies to a Planner, as Do would feed it the
@@ -86,7 +142,7 @@ func learn(lat []time.Duration, cfg config) (*hedge.Planner, error) {
 	}
 	p := &hedge.Planner{
 		Load: cfg.budget, Target: cfg.target, MaxHedges: cfg.maxHedges,
-		Window: max(len(lat), 2), Floor: time.Microsecond, Ceiling: time.Minute,
+		Window: max(len(lat), 2), Floor: time.Microsecond, Ceiling: neverDelay,
 	}
 	for _, d := range lat {
 		p.Learn(context.Background(), d, true)
@@ -97,6 +153,9 @@ func learn(lat []time.Duration, cfg config) (*hedge.Planner, error) {
 func quantile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(int(math.Ceil(q*float64(len(sorted))-1e-9)), 1), len(sorted))-1]
 }
+
+// quantileName names the q-quantile: p99 for 0.99, p99.9 for 0.999.
+func quantileName(q float64) string { return "p" + decimal(100*q) }
 
 // nearest returns the plan in curve whose delay is nearest d.
 func nearest(curve []hedge.Plan, d time.Duration) hedge.Plan {
@@ -119,4 +178,14 @@ func show(d time.Duration) time.Duration {
 	return d.Round(time.Second)
 }
 
+// percent writes a rate with one decimal: 10.7%.
 func percent(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+// share writes a small share of calls without trailing zeros: 0.8%, 1%.
+func share(f float64) string { return decimal(100*f) + "%" }
+
+// decimal writes x with at most four decimals and no trailing zeros, so
+// that 100*0.99 is 99, not 99.00000000000001.
+func decimal(x float64) string {
+	return strconv.FormatFloat(math.Round(x*1e4)/1e4, 'f', -1, 64)
+}
