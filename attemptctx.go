@@ -11,25 +11,32 @@ import (
 // rather than with context.WithCancel so that the primary's lives inside the
 // call's own allocation, and so that cancelling it takes nothing from the
 // caller's context: a call registers with its caller's context once, and
-// unregisters when it returns.
+// unregisters when it is decided.
 //
 // Until the call is decided, cancellation reaches it from the call (loser,
 // deadline, caller done). The winner's is then detached: values tied to it
-// stay usable after Do returns, the caller's context no longer reaches it,
-// and it enforces its deadline by itself, with a timer made only once
-// something waits on it.
+// stay usable after Do returns, and it ends at the call's deadline. What
+// ends it then is a watch, a small object of its own, made only once
+// something waits on the context: the timer or the registration that ends
+// the winner at its deadline retains the watch, never the call.
 type attemptCtx struct {
 	parent   context.Context
 	n        int
 	deadline time.Time   // by the real clock; zero: none
 	next     *attemptCtx // the call's attempts, in start order
 
-	mu       sync.Mutex
-	done     chan struct{} // made on first Done, closed on cancel
-	err      error
-	hooks    []*hook     // AfterFunc registrations waiting for cancel
-	detached bool        // the winner, after the decision
-	timer    *time.Timer // enforces the deadline once detached
+	mu    sync.Mutex
+	done  chan struct{} // made on first Done, closed on cancel
+	err   error
+	hooks []*hook // AfterFunc registrations waiting for cancel
+
+	// Once detached, the winner's own deadline ends it: followParent says
+	// that deadline is the caller's own, so the caller's context ends it
+	// (and a cancellation of the caller still reaches it); otherwise a
+	// timer does. watch holds done and hooks from then on.
+	detached     bool
+	followParent bool
+	watch        *watch
 }
 
 type hook struct{ f func() }
@@ -45,12 +52,19 @@ func (a *attemptCtx) Deadline() (time.Time, bool) { return a.deadline, !a.deadli
 func (a *attemptCtx) Done() <-chan struct{} {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.done == nil {
-		if a.err != nil {
+	if a.err != nil {
+		if a.done == nil {
 			return closedDone
 		}
+		return a.done
+	}
+	if a.detached {
+		if w := a.watchLocked(); w != nil {
+			return w.doneChan()
+		}
+	}
+	if a.done == nil {
 		a.done = make(chan struct{})
-		a.watchLocked()
 	}
 	return a.done
 }
@@ -58,10 +72,21 @@ func (a *attemptCtx) Done() <-chan struct{} {
 func (a *attemptCtx) Err() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.err == nil && a.detached && !a.deadline.IsZero() && !time.Now().Before(a.deadline) {
-		a.cancelLocked(context.DeadlineExceeded)
+	if a.err != nil || !a.detached {
+		return a.err
 	}
-	return a.err
+	if a.watch != nil {
+		if err := a.watch.error(); err != nil {
+			return err
+		}
+	}
+	if a.followParent {
+		return a.parent.Err()
+	}
+	if !a.deadline.IsZero() && !time.Now().Before(a.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 func (a *attemptCtx) Value(key any) any {
@@ -85,30 +110,42 @@ func (a *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 		return func() bool { return false }
 	}
 	h := &hook{f}
+	if a.detached {
+		if w := a.watchLocked(); w != nil {
+			return w.add(h)
+		}
+	}
 	a.hooks = append(a.hooks, h)
-	a.watchLocked()
 	return func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		for i, x := range a.hooks {
-			if x == h {
-				a.hooks = append(a.hooks[:i], a.hooks[i+1:]...)
-				return true
-			}
+		if a.watch != nil {
+			return a.watch.remove(h)
 		}
-		return false
+		var ok bool
+		a.hooks, ok = removeHook(a.hooks, h)
+		return ok
 	}
+}
+
+func removeHook(hooks []*hook, h *hook) ([]*hook, bool) {
+	for i, x := range hooks {
+		if x == h {
+			return append(hooks[:i], hooks[i+1:]...), true
+		}
+	}
+	return hooks, false
 }
 
 // cancel ends the attempt's context with err; later calls do nothing.
 func (a *attemptCtx) cancel(err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.cancelLocked(err)
-}
-
-func (a *attemptCtx) cancelLocked(err error) {
 	if a.err != nil {
+		return
+	}
+	if a.watch != nil {
+		a.watch.expire(err)
 		return
 	}
 	a.err = err
@@ -119,38 +156,146 @@ func (a *attemptCtx) cancelLocked(err error) {
 		go h.f()
 	}
 	a.hooks = nil
-	if a.timer != nil {
-		a.timer.Stop()
-	}
 }
 
 // detach hands the winner its deadline: from now on the call no longer
-// cancels it, and it cancels itself when its deadline passes.
-func (a *attemptCtx) detach() {
+// cancels it, and its deadline ends it. followParent says that deadline is
+// the caller's own.
+func (a *attemptCtx) detach(followParent bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.detached = true
-	if a.done != nil || len(a.hooks) > 0 {
+	a.detached, a.followParent = true, followParent
+	if a.err == nil && (a.done != nil || len(a.hooks) > 0) {
 		a.watchLocked()
 	}
 }
 
-// watchLocked arms the detached winner's deadline timer, once something
-// waits on the context: an unobserved deadline needs no timer, Err checks
-// the clock.
-func (a *attemptCtx) watchLocked() {
-	if !a.detached || a.deadline.IsZero() || a.timer != nil || a.err != nil {
+// watchLocked returns the detached winner's watch, making it when its
+// deadline can end it: an unobserved deadline needs no watch (Err checks
+// the clock), and a winner without a deadline never ends by itself.
+func (a *attemptCtx) watchLocked() *watch {
+	if a.watch == nil && (!a.deadline.IsZero() || a.followParent) {
+		a.watch = &watch{done: a.done, hooks: a.hooks, deadline: a.deadline}
+		if a.followParent {
+			a.watch.parent = a.parent
+		}
+		a.hooks = nil
+	}
+	if a.watch != nil {
+		a.watch.arm()
+	}
+	return a.watch
+}
+
+// watch ends a detached winner's context at its deadline. The timer or
+// the registration on the caller's context that does it holds only this,
+// never the call.
+type watch struct {
+	deadline time.Time       // by the real clock
+	parent   context.Context // non-nil: the deadline is the caller's, and its context ends the winner
+
+	mu    sync.Mutex
+	done  chan struct{}
+	hooks []*hook
+	err   error
+	stop  func() bool // releases the timer or the registration; nil: none armed
+}
+
+// arm makes the deadline end the watch, unless it is armed or over.
+func (w *watch) arm() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stop != nil || w.err != nil {
 		return
 	}
-	if d := time.Until(a.deadline); d > 0 {
-		a.timer = time.AfterFunc(d, func() { a.cancel(context.DeadlineExceeded) })
+	if w.parent != nil {
+		parent := w.parent
+		w.stop = context.AfterFunc(parent, func() { w.expire(parent.Err()) })
+	} else if d := time.Until(w.deadline); d > 0 {
+		w.stop = time.AfterFunc(d, w.deadlinePassed).Stop
 	} else {
-		a.cancelLocked(context.DeadlineExceeded)
+		w.expireLocked(context.DeadlineExceeded)
 	}
 }
 
+func (w *watch) deadlinePassed() { w.expire(context.DeadlineExceeded) }
+
+func (w *watch) expire(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.expireLocked(err)
+}
+
+func (w *watch) expireLocked(err error) {
+	if w.err != nil {
+		return
+	}
+	w.err = err
+	if w.done != nil {
+		close(w.done)
+	}
+	for _, h := range w.hooks {
+		go h.f()
+	}
+	w.hooks = nil
+	if w.stop != nil {
+		w.stop()
+		w.stop = nil
+	}
+}
+
+func (w *watch) error() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+func (w *watch) doneChan() chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done == nil {
+		if w.err != nil {
+			return closedDone
+		}
+		w.done = make(chan struct{})
+	}
+	return w.done
+}
+
+func (w *watch) add(h *hook) (stop func() bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		go h.f()
+		return func() bool { return false }
+	}
+	w.hooks = append(w.hooks, h)
+	return func() bool { return w.remove(h) }
+}
+
+// remove unregisters h. When nothing waits on the winner any more (its
+// last derived context was cancelled, as hedgehttp does when the caller
+// closes the body, and no Done channel was handed out), the timer or
+// registration is released at once rather than at the deadline; a later
+// wait arms it again.
+func (w *watch) remove(h *hook) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ok bool
+	w.hooks, ok = removeHook(w.hooks, h)
+	if ok && len(w.hooks) == 0 && w.done == nil && w.stop != nil {
+		w.stop()
+		w.stop = nil
+	}
+	return ok
+}
+
 // canceled reports whether the call cancelled the attempt.
-func (a *attemptCtx) canceled() bool { return a.Err() != nil }
+func (a *attemptCtx) canceled() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err != nil
+}
 
 // Attempt returns which attempt of a hedged call ctx belongs to: 0 in the
 // primary, k in the k-th hedge, and 0 outside Do. Use it to send each

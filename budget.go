@@ -19,8 +19,14 @@ import "context"
 // concurrency cap can hold a permit from a granted Allow to its Done.
 //
 // ctx is the caller's context (the one passed to Do), so a budget can
-// keep one bound per route it finds there, as a breaker does. Both
-// methods run while the call holds its lock: they must not block.
+// keep one bound per route it finds there, as a breaker does. Do calls
+// both methods without holding any lock of its own, from the caller's
+// goroutine (Allow(0)) or an attempt's or timer's: they should be fast,
+// since an attempt waits for Allow. If Allow grants an attempt that
+// never starts because the call ended meanwhile, Do returns the permit
+// with Done(k, Canceled). A panic in either is re-raised in the caller's
+// goroutine as a *PanicError, and runtime.Goexit ends the call as an
+// attempt's would.
 //
 // A retry loop draws on the same Budget by calling Allow(0) before its
 // first try and Allow(k) before its k-th retry, and Done(k, o) after every

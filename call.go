@@ -11,14 +11,20 @@ import (
 
 // call is the state of one Do. Every goroutine of the call enters through
 // step: Do starts it for the primary, the hedge timer and the caller's
-// context fire it, and an attempt that ends retryable runs the next
+// context fire it, and an attempt that ends retryable claims the next
 // attempt itself. Sharing that one func value between the go statement,
 // the timer and context.AfterFunc is what keeps the fast path at three
 // allocations: the call, stepFn, the timer.
+//
+// The policy's hooks (Delay.Next, Budget.Allow and Done) run outside mu:
+// a goroutine decides under mu what to ask, asks, then takes mu again to
+// act on the answer. A hook that panics or calls runtime.Goexit ends the
+// call through guard, whatever goroutine it ran on.
 type call[T any] struct {
 	mu   sync.Mutex
 	wake sync.Cond // Do waits on it for decided, and for early discards
 
+	// Set by Do before the primary starts; read-only after.
 	fn       func(context.Context) (T, error)
 	parent   context.Context
 	delay    Delay
@@ -30,32 +36,37 @@ type call[T any] struct {
 	max      int
 	begin    time.Time // by the policy's clock; the primary starts then
 	deadlines
-
 	stepFn func()
-	timer  *time.Timer
-	ctimer *clock.Timer
 
+	// Scheduling: the attempts, and when the next one is due.
+	timer     *time.Timer
+	ctimer    *clock.Timer
 	primary   attemptCtx
 	last      *attemptCtx
-	started   int
-	inflight  int
+	started   int           // attempts claimed, the primary included
+	inflight  int           // claimed attempts whose fn has not returned
+	runFirst  bool          // the primary is claimed and waits for a goroutine
 	nextAt    time.Time     // when the next timed hedge is due; zero: none
-	kick      bool          // a step is due now; start it after unlocking
 	lastDelay time.Duration // the delay that set nextAt
+	claiming  bool          // a goroutine asks the hooks for attempt started, outside mu
+	retryDue  int           // retryable results owed an attempt at once
+	kick      bool          // a step is due now; start it after unlocking
 
 	// The last retryable result, returned if nothing better comes.
 	kept    *attemptCtx
 	keptVal T
 	keptErr error
 
+	// The decision.
 	decided    bool
-	discarding int // early drops not yet through Discard; Do waits for them
+	abandoned  bool // the caller's context or the deadline ended the wait for early discards
+	discarding int  // early drops not yet through Discard; Do waits for them
 	val        T
 	err        error
 	winner     int
+	won        *attemptCtx // the winner's context, detached; nil: none
 	outcome    Outcome
 	panicked   *PanicError
-	hookPanic  *PanicError // a panic in Delay.Next or the Budget, to re-raise
 	goexit     bool
 	refusals   int
 	skips      int
@@ -96,104 +107,151 @@ func (c *call[T]) now() time.Time {
 // step starts whatever is due and runs it on this goroutine.
 func (c *call[T]) step() {
 	c.mu.Lock()
-	a, d := c.advance()
+	a, k, d := c.advance()
 	c.unlock()
 	c.drop(d)
+	if k > 0 {
+		a = c.claim(k)
+	}
 	for a != nil {
 		a = c.run(a)
 	}
 }
 
-// unlock releases c.mu, first ending the call if a hook panicked, and
-// starts a step that is due at once.
+// unlock releases c.mu and starts a step that is due at once.
 func (c *call[T]) unlock() {
-	var d drop[T]
-	if c.hookPanic != nil && !c.decided {
-		c.panicked, c.winner, c.outcome = c.hookPanic, -1, Terminal
-		d = c.dropKept()
-		c.finish(nil, context.Canceled)
-	}
 	kick := c.kick
 	c.kick = false
 	c.mu.Unlock()
 	if kick {
 		go c.stepFn()
 	}
-	c.drop(d)
 }
 
-// advance decides on the caller's context and the deadline, and claims the
-// primary or a due hedge. Called with c.mu held.
-func (c *call[T]) advance() (*attemptCtx, drop[T]) {
+// advance decides on the caller's context and the deadline, and returns
+// the primary to run, or the number of an extra attempt that is due and
+// that this goroutine now claims (0: none). Called with c.mu held.
+func (c *call[T]) advance() (*attemptCtx, int, drop[T]) {
 	if c.decided {
-		return nil, drop[T]{}
+		return nil, 0, c.interruptWait()
 	}
 	if err := c.parent.Err(); err != nil {
-		return nil, c.end(context.Cause(c.parent), err)
+		return nil, 0, c.end(context.Cause(c.parent), err)
 	}
-	if c.started == 0 {
-		// The primary starts when Do was called: its schedule and its
-		// latency count from there, and it saves reading the clock.
-		return c.start(c.begin), drop[T]{}
+	if c.runFirst {
+		c.runFirst = false
+		return &c.primary, 0, drop[T]{}
 	}
 	now := c.now()
 	if !c.timeout.IsZero() && !now.Before(c.timeout) {
-		return nil, c.end(context.DeadlineExceeded, context.DeadlineExceeded)
+		return nil, 0, c.end(context.DeadlineExceeded, context.DeadlineExceeded)
 	}
-	if c.nextAt.IsZero() || now.Before(c.nextAt) {
+	k := c.due(now)
+	if k == 0 {
 		c.arm(now) // an early or stale timer: keep the real one
-		return nil, drop[T]{}
 	}
-	c.nextAt = time.Time{}
-	a := c.tryStart(now)
-	if a == nil {
+	return nil, k, drop[T]{}
+}
+
+// due returns the number of the extra attempt that may start now, and
+// marks it claimed by the caller; 0 if none may. A retryable result owes
+// the next attempt at once: it has no delay to be too late for, so only
+// the deadline itself stops it. A timed hedge starts only with half its
+// delay left before the deadline. Called with c.mu held.
+func (c *call[T]) due(now time.Time) int {
+	if c.claiming || c.decided {
+		return 0 // the claimer looks again when it is done
+	}
+	retry := c.retryDue > 0
+	timed := !c.nextAt.IsZero() && !now.Before(c.nextAt)
+	switch {
+	case !retry && !timed:
+		return 0
+	case c.started >= c.max:
+		c.retryDue, c.nextAt = 0, time.Time{}
+		return 0
+	case retry:
+		c.retryDue--
+		if !c.sched.IsZero() && !now.Before(c.sched) {
+			c.skips++
+			return 0
+		}
+	default:
+		c.nextAt = time.Time{}
+		if !worthStarting(now, c.sched, c.lastDelay) {
+			c.skips++
+			return 0
+		}
+	}
+	c.claiming = true
+	return c.started
+}
+
+// claim asks the Budget for attempt k and the Delay for the hedge after
+// it, outside c.mu, then starts k if the budget granted it and the call is
+// still undecided. It returns the attempt to run on this goroutine.
+func (c *call[T]) claim(k int) *attemptCtx {
+	granted := true
+	if c.budget != nil && !c.guard(k, func() { granted = c.budget.Allow(c.parent, k) }) {
+		return nil
+	}
+	d := time.Duration(-1)
+	if granted && k+1 < c.max && !c.guard(k, func() { d = c.delay.Next(c.parent, k) }) {
+		c.release(k)
+		return nil
+	}
+	c.mu.Lock()
+	c.claiming = false
+	if c.decided {
+		c.unlock()
+		if granted {
+			c.release(k)
+		}
+		return nil
+	}
+	now := c.now()
+	var a *attemptCtx
+	if granted {
+		a = c.start(k, now, d)
+	} else {
+		c.refusals++
+		c.retryDue = 0
 		c.arm(now)
 	}
-	return a, drop[T]{}
+	var kept drop[T]
+	if c.retryDue > 0 || (!c.nextAt.IsZero() && !now.Before(c.nextAt)) {
+		c.kick = true
+	} else {
+		kept = c.runOut()
+	}
+	c.unlock()
+	c.drop(kept)
+	return a
 }
 
-// tryStart starts the next extra attempt if the bound, the deadline and
-// the budget all allow it. Called with c.mu held.
-func (c *call[T]) tryStart(now time.Time) *attemptCtx {
-	if c.started >= c.max {
-		return nil
+// release returns the permit of attempt k, which the budget granted but
+// which never started because the call ended first.
+func (c *call[T]) release(k int) {
+	if c.budget != nil {
+		c.guard(k, func() { c.budget.Done(c.parent, k, Canceled) })
 	}
-	if !worthStarting(now, c.sched, c.lastDelay) {
-		c.skips++
-		return nil
-	}
-	if c.budget != nil && !c.allow(c.started) {
-		c.refusals++
-		return nil
-	}
-	return c.start(now)
 }
 
-// start claims attempt c.started and schedules the hedge after it. Called
-// with c.mu held.
-func (c *call[T]) start(now time.Time) *attemptCtx {
-	k := c.started
+// start starts attempt k at now and schedules the hedge after it, d later
+// (negative: none). Called with c.mu held.
+func (c *call[T]) start(k int, now time.Time, d time.Duration) *attemptCtx {
 	a := &c.primary
 	if k > 0 {
 		a = &attemptCtx{}
 		c.last.next = a
 	}
 	a.parent, a.n, a.deadline = c.parent, k, c.real
-	if k == 0 {
-		if c.budget != nil {
-			c.allow(0) // the primary always runs; a ratio budget counts the call
-		}
-	}
 	c.last = a
 	c.started++
 	c.inflight++
-	c.nextAt = time.Time{}
-	if c.started < c.max {
-		d := c.next(k)
-		c.lastDelay = d
-		if d >= 0 {
-			c.nextAt = now.Add(d)
-		}
+	c.nextAt, c.lastDelay = time.Time{}, d
+	if d >= 0 && c.started < c.max {
+		c.nextAt = now.Add(d)
 	}
 	c.arm(now)
 	return a
@@ -221,6 +279,16 @@ func (c *call[T]) arm(now time.Time) {
 	}
 }
 
+// stopTimer releases the call's timer. Called with c.mu held.
+func (c *call[T]) stopTimer() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if c.ctimer != nil {
+		c.ctimer.Stop()
+	}
+}
+
 // run runs attempt a on this goroutine and returns the attempt to run next
 // on it, if its result made one start at once.
 func (c *call[T]) run(a *attemptCtx) (next *attemptCtx) {
@@ -228,10 +296,8 @@ func (c *call[T]) run(a *attemptCtx) (next *attemptCtx) {
 		// Claimed just before the call was decided: do not call fn.
 		c.mu.Lock()
 		c.inflight--
-		if c.budget != nil {
-			c.done(a.n, Canceled)
-		}
 		c.unlock()
+		c.release(a.n)
 		return nil
 	}
 	var r result[T]
@@ -262,10 +328,34 @@ func (c *call[T]) invoke(a *attemptCtx, r *result[T]) {
 	r.returned = true
 }
 
-// record takes attempt a's result into the call.
-func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
+// record tells the budget how attempt a ended, then takes its result into
+// the call. The budget hears first, so that its answer to the next
+// attempt already counts this one, and so that a budget's state is
+// settled for the winner when Do returns.
+func (c *call[T]) record(a *attemptCtx, r *result[T]) (next *attemptCtx) {
+	if c.budget == nil {
+		return c.take(a, r)
+	}
+	o := r.o
+	if !r.returned {
+		o = Terminal
+	}
+	if a.canceled() {
+		o = Canceled
+	}
+	// Deferred so that the result is taken even when Done calls
+	// runtime.Goexit; guard has then ended the call, and take finds it
+	// decided.
+	defer func() { next = c.take(a, r) }()
+	c.guard(a.n, func() { c.budget.Done(c.parent, a.n, o) })
+	return nil
+}
+
+// take records attempt a's result and returns the attempt it made start
+// at once, if any.
+func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 	var d, own drop[T]
-	var next *attemptCtx
+	k := 0
 	c.mu.Lock()
 	c.inflight--
 	if c.learner != nil && a == &c.primary && !c.decided {
@@ -275,23 +365,9 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 			c.primaryRan = c.now().Sub(c.begin)
 		}
 	}
-	if c.budget != nil {
-		o := r.o
-		if !r.returned {
-			o = Terminal
-		}
-		if a.canceled() {
-			o = Canceled
-		}
-		c.done(a.n, o)
-	}
 	switch {
 	case c.decided:
 		own = drop[T]{v: r.v, ok: r.produced && r.err == nil} // a late loser
-	case c.hookPanic != nil:
-		// Budget.Done panicked on this attempt: unlock ends the call
-		// with that panic; the value is superseded by it.
-		own = c.early(r.v, r.produced && r.err == nil)
 	case !r.returned:
 		c.panicked, c.goexit = r.panic, r.panic == nil
 		c.winner, c.outcome = -1, Terminal
@@ -304,17 +380,16 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 		}
 		d = c.dropKept()
 		c.kept, c.keptVal, c.keptErr = a, r.v, r.err
-		next = c.tryStart(c.now())
-		if next == nil && c.inflight == 0 && c.hookPanic == nil {
-			c.kept = nil
-			c.settle(a, r.v, r.err, Retryable)
+		c.retryDue++
+		if k = c.due(c.now()); k == 0 {
+			own = c.runOut()
 		}
 	default:
 		d = c.dropKept()
 		c.settle(a, r.v, r.err, r.o)
 	}
 	c.unlock()
-	if next != nil && d.ok {
+	if k > 0 && d.ok {
 		// Discard may be slow (draining a body): the next attempt must
 		// not wait for it.
 		go c.drop(d)
@@ -322,7 +397,28 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 		c.drop(d)
 	}
 	c.drop(own)
-	return next
+	if k > 0 {
+		return c.claim(k)
+	}
+	return nil
+}
+
+// runOut ends the call with the kept retryable result when nothing is in
+// flight and nothing more will start. Called with c.mu held.
+func (c *call[T]) runOut() drop[T] {
+	if c.decided || c.kept == nil || c.inflight > 0 || c.claiming || c.retryDue > 0 {
+		return drop[T]{}
+	}
+	if c.started < c.max && !c.nextAt.IsZero() {
+		return drop[T]{} // a timed hedge is still to come
+	}
+	a := c.kept
+	c.kept = nil
+	var zero T
+	v, err := c.keptVal, c.keptErr
+	c.keptVal, c.keptErr = zero, nil
+	c.settle(a, v, err, Retryable)
+	return drop[T]{}
 }
 
 // settle ends the call with attempt a's result. Called with c.mu held.
@@ -337,6 +433,38 @@ func (c *call[T]) end(err, cancel error) drop[T] {
 	c.err, c.winner, c.outcome = err, -1, Canceled
 	d := c.dropKept()
 	c.finish(nil, cancel)
+	return d
+}
+
+// interruptWait ends Do's wait for early discards when the caller's
+// context or the deadline ends first: Do then returns the context's
+// error at once, and the result it had chosen goes to Discard instead.
+// Called with c.mu held, on a decided call.
+func (c *call[T]) interruptWait() drop[T] {
+	if c.discarding == 0 || c.abandoned || c.outcome == Canceled {
+		return drop[T]{}
+	}
+	err, cancel := context.Cause(c.parent), c.parent.Err()
+	if cancel == nil {
+		now := c.now()
+		if c.timeout.IsZero() || now.Before(c.timeout) {
+			c.arm(now)
+			return drop[T]{}
+		}
+		err, cancel = context.DeadlineExceeded, context.DeadlineExceeded
+	}
+	c.abandoned = true
+	c.wake.Signal()
+	if c.panicked != nil || c.goexit {
+		return drop[T]{} // a panic still reaches the caller, without waiting
+	}
+	var zero T
+	d := drop[T]{v: c.val, ok: c.err == nil && c.discard != nil}
+	c.val, c.err, c.winner, c.outcome = zero, err, -1, Canceled
+	if c.won != nil {
+		c.won.cancel(cancel)
+		c.won = nil
+	}
 	return d
 }
 
@@ -364,21 +492,17 @@ func (c *call[T]) early(v T, ok bool) drop[T] {
 }
 
 // finish marks the call decided, cancels every attempt but the winner,
-// hands the winner its own deadline, releases the timer and wakes Do.
-// Called with c.mu held.
+// hands the winner its own deadline and wakes Do. The timer stays armed
+// while Do waits for early discards, so that the Timeout still ends the
+// wait; Do stops it. Called with c.mu held.
 func (c *call[T]) finish(winner *attemptCtx, cancel error) {
 	c.decided = true
 	c.nextAt = time.Time{}
+	c.retryDue = 0
 	if c.learner != nil && c.started > 0 && !c.primaryDone {
 		// The primary lost or was cut off: it would have run at least
 		// this long.
 		c.primaryRan, c.learn = c.now().Sub(c.begin), true
-	}
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	if c.ctimer != nil {
-		c.ctimer.Stop()
 	}
 	if c.started > 0 {
 		for a := &c.primary; a != nil; a = a.next {
@@ -388,7 +512,10 @@ func (c *call[T]) finish(winner *attemptCtx, cancel error) {
 		}
 	}
 	if winner != nil {
-		winner.detach()
+		// Without a Timeout of its own, the winner ends with the
+		// caller's context, which has a deadline: nothing more is needed.
+		winner.detach(c.timeout.IsZero() && c.clock == nil && !c.real.IsZero())
+		c.won = winner
 	}
 	c.wake.Signal()
 }
@@ -408,30 +535,35 @@ func (c *call[T]) drop(d drop[T]) {
 	c.discard(d.v)
 }
 
-// next, allow and done call the policy's Delay and Budget. They run on
-// the call's goroutines, where a panic would crash the process: it is
-// caught, and re-raised in the caller's goroutine once c.mu is released.
-
-func (c *call[T]) next(k int) (d time.Duration) {
-	defer c.catch(k)
-	return c.delay.Next(c.parent, k)
-}
-
-func (c *call[T]) allow(k int) (ok bool) {
-	defer c.catch(k)
-	return c.budget.Allow(c.parent, k)
-}
-
-func (c *call[T]) done(k int, o Outcome) {
-	defer c.catch(k)
-	c.budget.Done(c.parent, k, o)
-}
-
-// catch keeps the first hook panic. Results of a hook that panicked are
-// their zero values: no hedge (a zero delay only when the call is still
-// undecided, and the panic ends it), no budget.
-func (c *call[T]) catch(k int) {
-	if v := recover(); v != nil && c.hookPanic == nil {
-		c.hookPanic = &PanicError{Attempt: k, Value: v, Stack: debug.Stack()}
-	}
+// guard runs one of the policy's hooks for attempt k (Delay.Next, or the
+// Budget's Allow or Done) outside c.mu. It reports whether hook returned.
+// If hook panics, the call ends with that panic, which Do re-raises in the
+// caller; if it calls runtime.Goexit, the call ends and Do calls
+// runtime.Goexit in the caller, and guard does not return: the goroutine
+// exits, so its caller defers what must still happen. Either way the
+// other attempts are cancelled. A hook that fails after the decision
+// changes nothing.
+func (c *call[T]) guard(k int, hook func()) (ok bool) {
+	defer func() {
+		if ok {
+			return
+		}
+		v := recover()
+		var pe *PanicError
+		if v != nil {
+			pe = &PanicError{Attempt: k, Value: v, Stack: debug.Stack()}
+		}
+		var d drop[T]
+		c.mu.Lock()
+		if !c.decided {
+			c.panicked, c.goexit = pe, pe == nil
+			c.winner, c.outcome = -1, Terminal
+			d = c.dropKept()
+			c.finish(nil, context.Canceled)
+		}
+		c.unlock()
+		c.drop(d)
+	}()
+	hook()
+	return true
 }

@@ -16,8 +16,11 @@ const DefaultDelay = 100 * time.Millisecond
 // (a retryable failure may still start the next attempt at once).
 //
 // ctx is the caller's context, so a source can keep one delay per route it
-// finds there. Next is called while the call holds its lock, from any
-// goroutine: it must be fast and safe for concurrent use.
+// finds there. Next is called without any lock of Do's held, from the
+// caller's goroutine (k = 0) or a timer's or an attempt's: it must be fast
+// and safe for concurrent use. A panic in it is re-raised in the caller's
+// goroutine as a *PanicError; runtime.Goexit ends the call as an
+// attempt's would.
 type Delay interface {
 	Next(ctx context.Context, k int) time.Duration
 }
@@ -57,7 +60,10 @@ type Learner interface {
 }
 
 // validator is a Delay of this package whose settings can be wrong; Do
-// reports the error, wrapping ErrInvalidPolicy, without calling fn.
+// reports the error, wrapping ErrInvalidPolicy, without calling fn. It
+// gets the caller's context (a Keyed delay checks the delay of the call's
+// key) and the Policy's MaxAttempts as set, and returns the attempts the
+// delay plans for when MaxAttempts is 0 (0: the default).
 type validator interface {
-	validate() error
+	validate(ctx context.Context, maxAttempts int) (attempts int, err error)
 }

@@ -88,12 +88,15 @@ func model(tl timeline) (v verdict, ok bool) {
 		nextAt   = time.Duration(-1)
 		ended    []int // attempts that reached their own end before the decision
 	)
-	worth := func() bool {
+	// A timed hedge needs half its delay left before the deadline; an
+	// attempt owed to a retryable result only needs the deadline not to
+	// have passed.
+	worth := func(retry bool) bool {
 		if tl.timeout == 0 {
 			return true
 		}
 		left := tl.timeout - now
-		return left > 0 && left >= tl.delay/2
+		return left > 0 && (retry || left >= tl.delay/2)
 	}
 	start := func() {
 		starts = append(starts, now)
@@ -103,8 +106,8 @@ func model(tl timeline) (v verdict, ok bool) {
 			nextAt = now + tl.delay
 		}
 	}
-	tryStart := func() bool {
-		if len(starts) >= tl.max || !worth() {
+	tryStart := func(retry bool) bool {
+		if len(starts) >= tl.max || !worth(retry) {
 			return false
 		}
 		start()
@@ -150,7 +153,7 @@ func model(tl timeline) (v verdict, ok bool) {
 			return decide(-1, "deadline"), true
 		case hedgeDue:
 			nextAt = -1
-			tryStart()
+			tryStart(false)
 			continue
 		}
 		k := int(what - ends)
@@ -167,7 +170,7 @@ func model(tl timeline) (v verdict, ok bool) {
 		if k == len(starts)-1 {
 			nextAt = -1
 		}
-		if !tryStart() && len(inflight) == 0 {
+		if !tryStart(true) && len(inflight) == 0 {
 			return decide(k, ""), true // the retryable value, as fn returned it
 		}
 	}

@@ -70,6 +70,9 @@ var defaultDelay Delay = fixed(DefaultDelay)
 // ErrInvalidPolicy for a Policy out of range, without calling fn.
 func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, error)) (T, error) {
 	var zero T
+	if ctx == nil {
+		panic("hedge: nil Context")
+	}
 	if fn == nil {
 		return zero, ErrNilFunc
 	}
@@ -87,14 +90,21 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if c.delay == nil {
 		c.delay = defaultDelay
 	}
-	if v, ok := c.delay.(validator); ok {
-		if err := v.validate(); err != nil {
-			return zero, err
-		}
-	}
 	c.learner, _ = c.delay.(Learner)
 	c.wake.L = &c.mu
 	c.stepFn = c.step
+	if v, ok := c.delay.(validator); ok {
+		var planned int
+		if !c.guard(0, func() { planned, err = v.validate(ctx, p.MaxAttempts) }) {
+			panic(c.panicked) // a Keyed's Key panicked; a Goexit does not return here
+		}
+		if err != nil {
+			return zero, err
+		}
+		if p.MaxAttempts == 0 && planned > 0 {
+			c.max = planned
+		}
+	}
 	c.begin = c.now()
 	var realNow time.Time
 	if p.Clock != nil {
@@ -103,8 +113,23 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	parentDeadline, hasDeadline := ctx.Deadline()
 	c.deadlines = callDeadlines(c.begin, realNow, p.Timeout, parentDeadline, hasDeadline)
 
+	// The primary's hooks run here, on the caller's goroutine, before any
+	// other goroutine of the call exists.
+	d := time.Duration(-1)
+	if c.max > 1 && c.guard(0, func() { d = c.delay.Next(ctx, 0) }) && c.budget != nil {
+		c.guard(0, func() { c.budget.Allow(ctx, 0) }) // the primary always runs; a ratio budget counts the call
+	}
+	if c.decided {
+		panic(c.panicked) // a hook panicked; a Goexit does not return here
+	} else if c.max == 1 && c.budget != nil && !c.guard(0, func() { c.budget.Allow(ctx, 0) }) {
+		panic(c.panicked)
+	}
+	c.mu.Lock()
+	c.start(0, c.begin, d)
+	c.runFirst = true
+	c.unlock()
 	go c.stepFn()
-	// The call stays linked to ctx until it is decided, and not after: a
+	// The call stays linked to ctx until Do returns, and not after: a
 	// long-lived ctx must not accumulate finished calls.
 	var unlink func() bool
 	if ctx.Done() != nil {
@@ -112,10 +137,12 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	}
 	c.mu.Lock()
 	// A result or a panic waits for the values superseded before it to be
-	// discarded; a context error does not wait: it returns at once.
-	for !c.decided || (c.discarding > 0 && c.outcome != Canceled) {
+	// discarded, unless ctx or the deadline ends the wait; a context error
+	// does not wait: it returns at once.
+	for !c.decided || (c.discarding > 0 && !c.abandoned && c.outcome != Canceled) {
 		c.wake.Wait()
 	}
+	c.stopTimer()
 	v, err, pe, goexit := c.val, c.err, c.panicked, c.goexit
 	var report Report
 	if p.Observer != nil {
@@ -125,17 +152,28 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		}
 	}
 	c.val = zero // the call may outlive Do in a loser; do not pin the result
+	c.won = nil
 	learn, ran, complete := c.learn, c.primaryRan, c.primaryDone
 	c.mu.Unlock()
 	if unlink != nil {
 		unlink()
+	}
+	// The Learner and the Observer run before Do returns v: if either
+	// panics or calls runtime.Goexit, v is not returned, so it goes to
+	// Discard.
+	unreturned := (learn || p.Observer != nil) && err == nil && pe == nil && !goexit && c.discard != nil
+	if unreturned {
+		defer func() {
+			if unreturned {
+				c.discard(v)
+			}
+		}()
 	}
 	if learn {
 		if lp := c.learnSafely(ctx, ran, complete); pe == nil {
 			pe = lp
 		}
 	}
-
 	if p.Observer != nil {
 		report.Elapsed = c.now().Sub(c.begin)
 		p.Observer.Observe(report)
@@ -146,6 +184,7 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if goexit {
 		runtime.Goexit()
 	}
+	unreturned = false
 	return v, err
 }
 

@@ -44,14 +44,14 @@ func (k *Keyed) Learn(ctx context.Context, primary time.Duration, complete bool)
 	}
 }
 
-func (k *Keyed) validate() error {
+func (k *Keyed) validate(ctx context.Context, maxAttempts int) (int, error) {
 	if k.MaxKeys < 0 {
-		return fmt.Errorf("%w: negative Keyed.MaxKeys %d", ErrInvalidPolicy, k.MaxKeys)
+		return 0, fmt.Errorf("%w: negative Keyed.MaxKeys %d", ErrInvalidPolicy, k.MaxKeys)
 	}
-	if v, ok := k.spare().(validator); ok {
-		return v.validate()
+	if v, ok := k.delay(ctx).(validator); ok {
+		return v.validate(ctx, maxAttempts)
 	}
-	return nil
+	return 0, nil
 }
 
 func (k *Keyed) delay(ctx context.Context) Delay {

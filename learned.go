@@ -31,6 +31,7 @@ func newBounds(kind string, floor, ceiling, initial time.Duration) (bounds, erro
 	case b.floor > b.ceiling:
 		return b, fmt.Errorf("%w: %s.Floor %v above Ceiling %v", ErrInvalidPolicy, kind, b.floor, b.ceiling)
 	}
+	b.initial = b.clamp(b.initial) // the warm-up delay keeps the bounds too
 	return b, nil
 }
 

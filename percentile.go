@@ -80,7 +80,7 @@ func (p *Percentile) Learn(_ context.Context, primary time.Duration, complete bo
 	}
 }
 
-func (p *Percentile) validate() error { return p.load().err }
+func (p *Percentile) validate(context.Context, int) (int, error) { return 0, p.load().err }
 
 func (p *Percentile) load() *percentileState { return loadState(&p.state, p.newState) }
 

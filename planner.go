@@ -32,7 +32,9 @@ import (
 // overspends until the next plans (in a test where every latency tripled,
 // the first Window of calls after it ran at 1.9 attempts per call, the
 // third at 1.13): pair it with a RatioBudget for a hard bound. It is a Learner, safe for concurrent use; its fields are read
-// once, on first use. Set Policy.MaxAttempts to at least 1+MaxHedges.
+// once, on first use. A Policy whose MaxAttempts is 0 follows the Planner:
+// up to 1+MaxHedges attempts. A MaxAttempts from 2 to MaxHedges would cut
+// every plan of more hedges, so Do rejects it; 1 still turns hedging off.
 //
 // Do reports a bad setting as an error wrapping ErrInvalidPolicy from
 // every call, without calling fn.
@@ -159,7 +161,16 @@ func (p *Planner) Learn(_ context.Context, primary time.Duration, complete bool)
 	}
 }
 
-func (p *Planner) validate() error { return p.load().err }
+func (p *Planner) validate(_ context.Context, maxAttempts int) (int, error) {
+	s := p.load()
+	if s.err != nil {
+		return 0, s.err
+	}
+	if maxAttempts > 1 && maxAttempts <= s.maxHedges {
+		return 0, fmt.Errorf("%w: MaxAttempts %d cuts the Planner's plans of up to %d hedges; leave it 0 to follow the Planner, or set MaxHedges", ErrInvalidPolicy, maxAttempts, s.maxHedges)
+	}
+	return 1 + s.maxHedges, nil
+}
 
 func (p *Planner) load() *plannerState { return loadState(&p.state, p.newState) }
 

@@ -8,17 +8,16 @@ import (
 	"time"
 )
 
-// run() skips fn for an attempt cancelled before it ran and calls
-// c.done without checking c.budget: with no Budget that is a nil-interface
-// call, caught by catch (debug.Stack under c.mu) and silently dropped.
+// run() skips fn for an attempt cancelled before it ran and returns its
+// permit; with no Budget there is none to return, and nothing panics.
 func TestNoBudgetNoDone(t *testing.T) {
 	c := &call[int]{parent: context.Background(), decided: true, inflight: 1}
 	c.wake.L = &c.mu
 	a := &attemptCtx{parent: context.Background(), n: 1}
 	a.cancel(context.Canceled) // claimed, then the call was decided
 	c.run(a)
-	if c.hookPanic != nil {
-		t.Errorf("skipping a cancelled attempt with no Budget panicked (caught): %v", c.hookPanic.Value)
+	if c.panicked != nil || c.inflight != 0 {
+		t.Errorf("skipping a cancelled attempt with no Budget: panicked %v, %d in flight", c.panicked, c.inflight)
 	}
 }
 

@@ -32,7 +32,8 @@ type Policy[T any] struct {
 	Delay Delay
 
 	// MaxAttempts bounds the attempts of one call, the primary included.
-	// 0 means 2 (the primary and one hedge); 1 disables hedging; values
+	// 0 means 2 (the primary and one hedge), or what a Planner plans for
+	// (1+MaxHedges); 1 disables hedging; values
 	// below 0 or above MaxAttemptsLimit are an ErrInvalidPolicy.
 	MaxAttempts int
 
