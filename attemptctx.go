@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/tailcut/hedge/internal/winner"
 )
 
 // attemptCtx is the context one attempt runs under. Do builds it by hand
@@ -175,7 +177,7 @@ func (a *attemptCtx) detach(followParent bool) {
 // the clock), and a winner without a deadline never ends by itself.
 func (a *attemptCtx) watchLocked() *watch {
 	if a.watch == nil && (!a.deadline.IsZero() || a.followParent) {
-		a.watch = &watch{done: a.done, hooks: a.hooks, deadline: a.deadline}
+		a.watch = &watch{done: a.done, hooks: a.hooks, deadline: a.deadline.UnixNano()}
 		if a.followParent {
 			a.watch.parent = a.parent
 		}
@@ -191,7 +193,7 @@ func (a *attemptCtx) watchLocked() *watch {
 // the registration on the caller's context that does it holds only this,
 // never the call.
 type watch struct {
-	deadline time.Time       // by the real clock
+	deadline int64           // by the real clock, in Unix nanoseconds: a small watch retains less
 	parent   context.Context // non-nil: the deadline is the caller's, and its context ends the winner
 
 	mu    sync.Mutex
@@ -209,9 +211,8 @@ func (w *watch) arm() {
 		return
 	}
 	if w.parent != nil {
-		parent := w.parent
-		w.stop = context.AfterFunc(parent, func() { w.expire(parent.Err()) })
-	} else if d := time.Until(w.deadline); d > 0 {
+		w.stop = context.AfterFunc(w.parent, w.parentDone)
+	} else if d := time.Until(time.Unix(0, w.deadline)); d > 0 {
 		w.stop = time.AfterFunc(d, w.deadlinePassed).Stop
 	} else {
 		w.expireLocked(context.DeadlineExceeded)
@@ -219,6 +220,8 @@ func (w *watch) arm() {
 }
 
 func (w *watch) deadlinePassed() { w.expire(context.DeadlineExceeded) }
+
+func (w *watch) parentDone() { w.expire(w.parent.Err()) }
 
 func (w *watch) expire(err error) {
 	w.mu.Lock()
@@ -305,4 +308,18 @@ func Attempt(ctx context.Context) int {
 		return n
 	}
 	return 0
+}
+
+func init() {
+	winner.Release = func(ctx context.Context) {
+		if a, ok := ctx.(*attemptCtx); ok && a.isDetached() {
+			a.cancel(context.Canceled)
+		}
+	}
+}
+
+func (a *attemptCtx) isDetached() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.detached
 }

@@ -47,12 +47,13 @@ var defaultDelay Delay = fixed(DefaultDelay)
 // winner's context: a value tied to it (a response body, a stream) stays
 // usable after Do returns, until the call's deadline, when the context
 // ends with context.DeadlineExceeded (as http.Client.Timeout covers
-// reading the body). When Do returns it unlinks the call from ctx, so a
-// long-lived ctx retains nothing of it; from then on, cancelling ctx no
-// longer reaches the winner's context. The winner's context holds a timer
-// for its deadline only once something waits on it (Done, or a context
-// derived from it).
-//
+// reading the body). When that deadline is ctx's own (no earlier
+// Timeout), ctx ends the winner's context, and cancelling ctx after Do
+// returns reaches it too; a Timeout's deadline is kept by a timer of the
+// winner's own. Either exists only once something waits on the winner's
+// context, and holds a small object, not the call. When Do returns it
+// unlinks the call from ctx, so a long-lived ctx retains nothing of it.
+
 // If ctx is done before the call starts, Do returns context.Cause(ctx)
 // without calling fn. If ctx is done during the call (its deadline
 // included), Do returns context.Cause(ctx) at once; if the Timeout passes
