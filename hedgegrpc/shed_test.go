@@ -1,0 +1,599 @@
+package hedgegrpc_test
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/tailcut/hedge/hedgegrpc"
+)
+
+// guarded is a health service whose Check and Watch run the test's
+// functions, with the attempt number from grpc-previous-rpc-attempts
+// ("0" when absent).
+type guarded struct {
+	healthpb.UnimplementedHealthServer
+	check func(ctx context.Context, k string) (*healthpb.HealthCheckResponse, error)
+	watch func(stream healthpb.Health_WatchServer, k string) error
+}
+
+func attemptIn(ctx context.Context) string {
+	if v := metadata.ValueFromIncomingContext(ctx, "grpc-previous-rpc-attempts"); len(v) > 0 {
+		return v[0]
+	}
+	return "0"
+}
+
+func (g *guarded) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	return g.check(ctx, attemptIn(ctx))
+}
+
+func (g *guarded) Watch(_ *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	return g.watch(stream, attemptIn(stream.Context()))
+}
+
+// tried is what a client saw of one attempt: its number, when it was
+// sent (virtual time since the test began, in a bubble), and its code and
+// grpc-retry-pushback-ms.
+type tried struct {
+	Attempt  string
+	At       time.Duration
+	Code     codes.Code
+	Pushback string
+}
+
+// tries records each attempt a hedging Interceptor sends, as an
+// interceptor chained after it, and reports each answer on answered, if
+// set. If hold is set, hedges wait for it before they are sent.
+type tries struct {
+	t0       time.Time
+	hold     <-chan struct{}
+	answered chan tried
+
+	mu  sync.Mutex
+	log []tried
+}
+
+func (r *tries) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	a := tried{Attempt: "0"}
+	if v := metadata.ValueFromOutgoingContext(ctx, "grpc-previous-rpc-attempts"); len(v) > 0 {
+		a.Attempt = v[0]
+	}
+	if r.hold != nil && a.Attempt != "0" {
+		select {
+		case <-r.hold:
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	a.At = time.Since(r.t0)
+	var trailer metadata.MD
+	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Trailer(&trailer))...)
+	a.Code = status.Code(err)
+	if v := trailer.Get("grpc-retry-pushback-ms"); len(v) > 0 {
+		a.Pushback = v[0]
+	}
+	r.mu.Lock()
+	r.log = append(r.log, a)
+	r.mu.Unlock()
+	if r.answered != nil {
+		r.answered <- a
+	}
+	return err
+}
+
+func (r *tries) sent() []tried {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]tried(nil), r.log...)
+}
+
+// shedEnv is a guarded service behind a Shedder on a real gRPC server,
+// and a client channel to it hedged by an Interceptor, whose attempts
+// tries records.
+type shedEnv struct {
+	shed   *hedgegrpc.Shedder
+	tries  *tries
+	client healthpb.HealthClient
+	conn   *grpc.ClientConn
+	// exited receives the attempt number of every call once the
+	// Shedder's interceptor has returned; a panic in the service becomes
+	// codes.Internal there.
+	exited chan string
+}
+
+func startShed(t *testing.T, shed *hedgegrpc.Shedder, svc *guarded, cfg hedgegrpc.Config, lis net.Listener, target string, dial ...grpc.DialOption) *shedEnv {
+	t.Helper()
+	in, err := hedgegrpc.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &shedEnv{shed: shed, tries: &tries{t0: time.Now()}, exited: make(chan string, 16)}
+	exits := func(ctx context.Context, err *error) {
+		if p := recover(); p != nil {
+			*err = status.Errorf(codes.Internal, "panic: %v", p)
+		}
+		e.exited <- attemptIn(ctx)
+	}
+	gs := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (_ any, err error) {
+			defer exits(ctx, &err)
+			return h(ctx, req)
+		}, shed.Unary),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+			defer exits(ss.Context(), &err)
+			return h(srv, ss)
+		}, shed.Stream),
+	)
+	healthpb.RegisterHealthServer(gs, svc)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		gs.Serve(lis)
+	}()
+	dial = append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		in.DialOption(), grpc.WithChainUnaryInterceptor(e.tries.unary))
+	e.conn, err = grpc.NewClient(target, dial...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.conn.Close()
+		gs.Stop()
+		<-served
+	})
+	e.client = healthpb.NewHealthClient(e.conn)
+	return e
+}
+
+func startShedTCP(t *testing.T, shed *hedgegrpc.Shedder, svc *guarded, cfg hedgegrpc.Config) *shedEnv {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startShed(t, shed, svc, cfg, lis, lis.Addr().String())
+}
+
+// startShedPipe serves over bufconn, which a synctest bubble runs in
+// virtual time.
+func startShedPipe(t *testing.T, shed *hedgegrpc.Shedder, svc *guarded, cfg hedgegrpc.Config) *shedEnv {
+	t.Helper()
+	lis := bufconn.Listen(1 << 16)
+	return startShed(t, shed, svc, cfg, lis, "passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+}
+
+// awaitExit waits for n calls to leave the Shedder. The timeout only
+// keeps a broken test from hanging; it orders nothing.
+func (e *shedEnv) awaitExit(t *testing.T, n int) []string {
+	t.Helper()
+	var got []string
+	timeout := time.After(10 * time.Second)
+	for range n {
+		select {
+		case k := <-e.exited:
+			got = append(got, k)
+		case <-timeout:
+			t.Fatalf("%d calls left the Shedder, want %d", len(got), n)
+		}
+	}
+	return got
+}
+
+// hedging is a policy for Check: a hedge after 1 ms, with nonFatal as
+// the non-fatal codes. One hedge only: in real time, a second might be
+// sent before the first one's pushback has come back, which only a
+// virtual clock can rule out (TestShedderInVirtualTime does).
+func hedging(nonFatal ...codes.Code) hedgegrpc.Config {
+	return hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{
+		"grpc.health.v1.Health/Check": {MaxAttempts: 2, HedgingDelay: ms, NonFatalStatusCodes: nonFatal},
+	}}
+}
+
+// await returns what ch yields. The timeout only keeps a broken test from
+// hanging; it orders nothing.
+func await[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+var ignoreTriedAt = cmpopts.IgnoreFields(tried{}, "At")
+
+// Against a real server on 127.0.0.1: a saturated server fails the hedge
+// with UNAVAILABLE and pushback -1, never the primary; the client sends
+// no further hedge, and the call returns the primary's answer. With a
+// place free, the hedge goes through.
+func TestShedderLoopbackTCP(t *testing.T) {
+	t.Run("saturated: the hedge is shed, the primary answers", func(t *testing.T) {
+		primaryIn, release := make(chan struct{}), make(chan struct{})
+		handled := make(chan string, 3)
+		svc := &guarded{check: func(ctx context.Context, k string) (*healthpb.HealthCheckResponse, error) {
+			handled <- k
+			if k == "0" {
+				close(primaryIn)
+				<-release // holds the one place until the hedge has been shed
+			}
+			return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+		}}
+		shed := &hedgegrpc.Shedder{Limit: 1}
+		e := startShedTCP(t, shed, svc, hedging(codes.Unavailable))
+		e.tries.hold, e.tries.answered = primaryIn, make(chan tried, 3)
+
+		type answer struct {
+			resp *healthpb.HealthCheckResponse
+			err  error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			resp, err := e.client.Check(context.Background(), &healthpb.HealthCheckRequest{})
+			done <- answer{resp, err}
+		}()
+		hedge := await(t, e.tries.answered, "the hedge's answer")
+		if diff := cmp.Diff(tried{Attempt: "1", Code: codes.Unavailable, Pushback: "-1"}, hedge, ignoreTriedAt); diff != "" {
+			t.Errorf("the hedge (-want +got):\n%s", diff)
+		}
+		close(release)
+		got := await(t, done, "the call")
+		if got.err != nil || got.resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("Check = %v, %v; want the primary's SERVING", got.resp, got.err)
+		}
+		if diff := cmp.Diff([]string{"1", "0"}, e.awaitExit(t, 2)); diff != "" {
+			t.Errorf("calls that left the Shedder (-want +got):\n%s", diff)
+		}
+		want := []tried{hedge, {Attempt: "0", Code: codes.OK}}
+		if diff := cmp.Diff(want, e.tries.sent(), ignoreTriedAt); diff != "" {
+			t.Errorf("attempts sent (-want +got):\n%s", diff)
+		}
+		if k := await(t, handled, "the primary"); k != "0" || len(handled) != 0 {
+			t.Errorf("the service saw attempt %s and %d more, want the primary only", k, len(handled))
+		}
+		if n, s := shed.InFlight(), shed.Shed(); n != 0 || s != 1 {
+			t.Errorf("in flight %d, shed %d; want 0 and 1", n, s)
+		}
+	})
+
+	t.Run("a place free: the hedge goes through and wins", func(t *testing.T) {
+		svc := &guarded{check: func(ctx context.Context, k string) (*healthpb.HealthCheckResponse, error) {
+			if k == "0" {
+				<-ctx.Done() // stuck until the hedge wins
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+			return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}, nil
+		}}
+		shed := &hedgegrpc.Shedder{Limit: 2}
+		e := startShedTCP(t, shed, svc, hedging(codes.Unavailable))
+		resp, err := e.client.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Errorf("Check = %v, %v; want the hedge's NOT_SERVING", resp, err)
+		}
+		e.awaitExit(t, 2)
+		if n, s := shed.InFlight(), shed.Shed(); n != 0 || s != 0 {
+			t.Errorf("in flight %d, shed %d; want 0 and 0", n, s)
+		}
+	})
+
+	// The Shedder's doc asks for UNAVAILABLE among the non-fatal codes:
+	// a fatal code ends the call, pushback or not.
+	t.Run("UNAVAILABLE fatal: the shed hedge ends the call", func(t *testing.T) {
+		primaryIn := make(chan struct{})
+		cancelled := make(chan struct{})
+		svc := &guarded{check: func(ctx context.Context, k string) (*healthpb.HealthCheckResponse, error) {
+			close(primaryIn)
+			<-ctx.Done()
+			close(cancelled)
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}}
+		e := startShedTCP(t, &hedgegrpc.Shedder{Limit: 1}, svc, hedging())
+		e.tries.hold = primaryIn
+		_, err := e.client.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("Check = %v, want the shed hedge's UNAVAILABLE", err)
+		}
+		e.awaitExit(t, 2)
+		await(t, cancelled, "the primary's cancellation")
+	})
+
+	t.Run("streams: a retry is shed, the first attempt is not", func(t *testing.T) {
+		svc := &guarded{watch: func(stream healthpb.Health_WatchServer, k string) error {
+			if err := stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}); err != nil {
+				return err
+			}
+			<-stream.Context().Done()
+			return nil
+		}}
+		shed := &hedgegrpc.Shedder{Limit: 1}
+		e := startShedTCP(t, shed, svc, hedgegrpc.Config{})
+		watch := func(ctx context.Context, k string) (healthpb.Health_WatchClient, error) {
+			if k != "0" {
+				ctx = metadata.AppendToOutgoingContext(ctx, "grpc-previous-rpc-attempts", k)
+			}
+			stream, err := e.client.Watch(ctx, &healthpb.HealthCheckRequest{})
+			if err != nil {
+				return nil, err
+			}
+			_, err = stream.Recv()
+			return stream, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if _, err := watch(ctx, "0"); err != nil {
+			t.Fatal(err)
+		}
+		stream, err := watch(ctx, "1")
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("a second attempt's stream: %v, want UNAVAILABLE", err)
+		}
+		if got := stream.Trailer().Get("grpc-retry-pushback-ms"); !cmp.Equal(got, []string{"-1"}) {
+			t.Errorf("pushback %q, want -1", got)
+		}
+		if _, err := watch(ctx, "0"); err != nil {
+			t.Errorf("a first attempt past the limit: %v, want it served", err)
+		}
+		cancel()
+		e.awaitExit(t, 3)
+		if n, s := shed.InFlight(), shed.Shed(); n != 0 || s != 1 {
+			t.Errorf("in flight %d, shed %d; want 0 and 1", n, s)
+		}
+	})
+}
+
+// A handler that panics gives its place back: the count is back at zero
+// and the next hedge goes through.
+func TestShedderReleasesOnPanic(t *testing.T) {
+	svc := &guarded{
+		check: func(ctx context.Context, k string) (*healthpb.HealthCheckResponse, error) {
+			if v := metadata.ValueFromIncomingContext(ctx, "x-panic"); len(v) > 0 {
+				panic("boom")
+			}
+			return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+		},
+		watch: func(healthpb.Health_WatchServer, string) error { panic("boom") },
+	}
+	shed := &hedgegrpc.Shedder{Limit: 1}
+	e := startShedTCP(t, shed, svc, hedgegrpc.Config{}) // no hedging: the test numbers the attempts
+	ctxOf := func(k string, panics bool) context.Context {
+		md := metadata.MD{}
+		if k != "0" {
+			md.Set("grpc-previous-rpc-attempts", k)
+		}
+		if panics {
+			md.Set("x-panic", "yes")
+		}
+		return metadata.NewOutgoingContext(context.Background(), md)
+	}
+	for _, k := range []string{"0", "1"} {
+		_, err := e.client.Check(ctxOf(k, true), &healthpb.HealthCheckRequest{})
+		if status.Code(err) != codes.Internal {
+			t.Errorf("attempt %s: %v, want the panic as INTERNAL", k, err)
+		}
+		e.awaitExit(t, 1)
+		if n := shed.InFlight(); n != 0 {
+			t.Fatalf("after attempt %s panicked, %d in flight, want 0", k, n)
+		}
+		stream, err := e.client.Watch(ctxOf(k, false), &healthpb.HealthCheckRequest{})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if status.Code(err) != codes.Internal {
+			t.Errorf("stream attempt %s: %v, want the panic as INTERNAL", k, err)
+		}
+		e.awaitExit(t, 1)
+		if n := shed.InFlight(); n != 0 {
+			t.Fatalf("after stream attempt %s panicked, %d in flight, want 0", k, n)
+		}
+	}
+	if _, err := e.client.Check(ctxOf("1", false), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Errorf("a hedge after the panics: %v, want it served", err)
+	}
+}
+
+// The rule, call by call, on a Shedder whose Limit is already taken:
+// which calls are hedges, and what a shed one gets.
+func TestShedderRule(t *testing.T) {
+	tests := []struct {
+		name     string
+		previous []string // grpc-previous-rpc-attempts
+		shed     bool
+	}{
+		{"none: a first attempt", nil, false},
+		{"0: a first attempt", []string{"0"}, false},
+		{"1: a hedge", []string{"1"}, true},
+		{"4: a hedge", []string{"4"}, true},
+		{"empty: a first attempt", []string{""}, false},
+		{"negative: a first attempt", []string{"-1"}, false},
+		{"not a number: a first attempt", []string{"one"}, false},
+		{"out of range: a first attempt", []string{"99999999999999999999"}, false},
+		{"the first of two values counts", []string{"0", "2"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &hedgegrpc.Shedder{Limit: 1}
+			release, busy := make(chan struct{}), make(chan struct{})
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer close(release)
+			wg.Go(func() {
+				s.Unary(context.Background(), nil, nil, func(context.Context, any) (any, error) {
+					close(busy)
+					<-release
+					return nil, nil
+				})
+			})
+			<-busy // the one place is taken
+
+			md := metadata.MD{}
+			if tt.previous != nil {
+				md["grpc-previous-rpc-attempts"] = tt.previous
+			}
+			served := false
+			_, err := s.Unary(metadata.NewIncomingContext(context.Background(), md), nil, nil, func(context.Context, any) (any, error) {
+				served = true
+				return "reply", nil
+			})
+			type result struct {
+				Code   codes.Code
+				Served bool
+				Shed   uint64
+			}
+			want := result{Code: codes.OK, Served: true}
+			if tt.shed {
+				want = result{Code: codes.Unavailable, Shed: 1}
+			}
+			if diff := cmp.Diff(want, result{status.Code(err), served, s.Shed()}); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The zero Shedder, and any Limit of zero or less, sheds every hedge and
+// serves every first attempt.
+func TestShedderZeroValue(t *testing.T) {
+	for _, limit := range []int{0, -1} {
+		s := &hedgegrpc.Shedder{Limit: limit}
+		for _, k := range []string{"0", "1"} {
+			ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("grpc-previous-rpc-attempts", k))
+			_, err := s.Unary(ctx, nil, nil, func(context.Context, any) (any, error) { return nil, nil })
+			want := codes.OK
+			if k == "1" {
+				want = codes.Unavailable
+			}
+			if status.Code(err) != want {
+				t.Errorf("Limit %d, attempt %s: %v, want %v", limit, k, err, want)
+			}
+		}
+		if s.InFlight() != 0 || s.Shed() != 1 {
+			t.Errorf("Limit %d: in flight %d, shed %d; want 0 and 1", limit, s.InFlight(), s.Shed())
+		}
+	}
+}
+
+// Hedges racing for the places left get exactly those places; first
+// attempts are admitted past the limit. Run with -race -cpu 1,2,4.
+func TestShedderExactUnderRace(t *testing.T) {
+	const limit, hedges, primaries = 4, 64, 6
+	s := &hedgegrpc.Shedder{Limit: limit}
+	release := make(chan struct{})
+	entered := make(chan string, 1+hedges+primaries)
+	shedCodes := make(chan codes.Code, hedges)
+	call := func(k string) {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("grpc-previous-rpc-attempts", k))
+		_, err := s.Unary(ctx, nil, nil, func(context.Context, any) (any, error) {
+			entered <- k
+			<-release
+			return nil, nil
+		})
+		if k != "0" {
+			shedCodes <- status.Code(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer wg.Wait()
+	defer free() // on a failure, before the wait
+
+	wg.Go(func() { call("0") })
+	<-entered // one first attempt in: limit-1 places are left
+	start := make(chan struct{})
+	for range hedges {
+		wg.Go(func() { <-start; call("1") })
+	}
+	close(start)
+	for range limit - 1 {
+		if k := <-entered; k != "1" {
+			t.Fatalf("attempt %s entered, want a hedge", k)
+		}
+	}
+	for range hedges - (limit - 1) {
+		if c := <-shedCodes; c != codes.Unavailable {
+			t.Errorf("a hedge got %v with every place taken, want UNAVAILABLE", c)
+		}
+	}
+	for range primaries {
+		wg.Go(func() { call("0") })
+	}
+	for range primaries {
+		if k := <-entered; k != "0" {
+			t.Fatalf("attempt %s entered, want a first attempt", k)
+		}
+	}
+	if n, shed := s.InFlight(), s.Shed(); n != limit+primaries || shed != hedges-(limit-1) {
+		t.Errorf("in flight %d, shed %d; want %d and %d", n, shed, limit+primaries, hedges-(limit-1))
+	}
+	free()
+	wg.Wait()
+	if n := s.InFlight(); n != 0 {
+		t.Errorf("in flight %d after every handler returned, want 0", n)
+	}
+}
+
+// In virtual time, the exact course of calls whose hedges are shed: the
+// hedge fails at once, the pushback stops the call's hedging although
+// it may send three attempts, and the call returns the primary's answer
+// when the primary gives it. With retryThrottling, sheds drain the
+// bucket until calls stop hedging.
+func TestShedderInVirtualTime(t *testing.T) {
+	const primary, delay = 100 * ms, 10 * ms
+	synctest.Test(t, func(t *testing.T) {
+		svc := &guarded{check: func(ctx context.Context, k string) (*healthpb.HealthCheckResponse, error) {
+			select {
+			case <-time.After(primary): // the service's latency, in virtual time
+				return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+			case <-ctx.Done():
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+		}}
+		cfg := hedgegrpc.Config{
+			Methods: map[string]hedgegrpc.HedgingPolicy{
+				"grpc.health.v1.Health/Check": {MaxAttempts: 3, HedgingDelay: delay, NonFatalStatusCodes: unavailable},
+			},
+			// 3 tokens, no hedges at 1.5 or fewer: a shed drains one and
+			// the primary's answer refills a tenth, so two calls hedge.
+			RetryThrottling: &hedgegrpc.RetryThrottling{MaxTokens: 3, TokenRatio: 0.1},
+		}
+		shed := &hedgegrpc.Shedder{Limit: 1}
+		e := startShedPipe(t, shed, svc, cfg)
+		for i := range 3 {
+			start := time.Now()
+			resp, err := e.client.Check(context.Background(), &healthpb.HealthCheckRequest{})
+			if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING || time.Since(start) != primary {
+				t.Errorf("call %d: %v, %v after %v; want the primary's answer after %v", i, resp, err, time.Since(start), primary)
+			}
+		}
+		synctest.Wait()
+		want := []tried{
+			{Attempt: "1", At: delay, Code: codes.Unavailable, Pushback: "-1"},
+			{Attempt: "0", At: 0, Code: codes.OK},
+			{Attempt: "1", At: primary + delay, Code: codes.Unavailable, Pushback: "-1"},
+			{Attempt: "0", At: primary, Code: codes.OK},
+			{Attempt: "0", At: 2 * primary, Code: codes.OK},
+		}
+		if diff := cmp.Diff(want, e.tries.sent()); diff != "" {
+			t.Errorf("attempts in the order answered (-want +got):\n%s", diff)
+		}
+		if n, s := shed.InFlight(), shed.Shed(); n != 0 || s != 2 {
+			t.Errorf("in flight %d, shed %d; want 0 and 2", n, s)
+		}
+	})
+}
