@@ -50,6 +50,14 @@ const shedRetryAfter = "0"
 // primary to do so. A Shedder limits hedges only: primaries past Limit
 // are the job of a limiter or a queue in front of it.
 //
+// What it buys, measured in virtual time over real net/http
+// (TestShedderUnderOverload): 16 clients call a pool of 8 workers back to
+// back, twice what it can serve, and every call hedges after 30 ms. With
+// a Shedder in front, the calls' p99 stays within 2 % of its value when
+// no client hedges. Without one, where a slow request is slow on every
+// attempt and work runs on after its client has gone, hedges raise p99
+// by a quarter and p50 by half.
+//
 // The zero value sheds every hedge and passes every primary to
 // http.DefaultServeMux. A Shedder is safe for concurrent use. Set its
 // fields before it serves; it must not be copied after.
