@@ -17,15 +17,16 @@ import (
 	"github.com/tailcut/hedge/internal/lab"
 )
 
-// pathKey keys a call's context by the path it requests: the breaker's
-// tests give every route its own breaker.
-type pathKey struct{}
+// routeCtxKey keys a call's context by its route: the breaker's tests and
+// examples give every route its own breaker. An HTTP client would key by
+// hedgehttp.Route, a gRPC client by the full method.
+type routeCtxKey struct{}
 
-func onPath(path string) context.Context {
-	return context.WithValue(context.Background(), pathKey{}, path)
+func onRoute(path string) context.Context {
+	return context.WithValue(context.Background(), routeCtxKey{}, path)
 }
 
-func pathOf(ctx context.Context) string { s, _ := ctx.Value(pathKey{}).(string); return s }
+func routeOf(ctx context.Context) string { s, _ := ctx.Value(routeCtxKey{}).(string); return s }
 
 // opens counts OnOpen calls per key.
 type opens struct {
@@ -287,8 +288,8 @@ func TestBreakerHalfOpenCloses(t *testing.T) {
 func TestBreakerFailedTrialReopens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var o opens
-		b := newBreaker(t, hedge.BreakerConfig{Key: pathOf, Samples: 2, Cooldown: 4 * time.Second, Trials: 2, OnOpen: o.onOpen})
-		ctx := onPath("/a")
+		b := newBreaker(t, hedge.BreakerConfig{Key: routeOf, Samples: 2, Cooldown: 4 * time.Second, Trials: 2, OnOpen: o.onOpen})
+		ctx := onRoute("/a")
 		start := time.Now()
 		if !b.Allow(ctx, 1) { // a hedge granted while closed, still out
 			t.Fatal("closed breaker refused a hedge")
@@ -296,12 +297,18 @@ func TestBreakerFailedTrialReopens(t *testing.T) {
 		b.Done(ctx, 0, hedge.Retryable)
 		b.Done(ctx, 0, hedge.Terminal)
 		time.Sleep(4 * time.Second)
-		b.Done(ctx, 1, hedge.Retryable) // the old hedge: no trial is out yet
-		if !b.Allow(ctx, 1) || !b.Allow(ctx, 1) || b.Allow(ctx, 1) {
-			t.Fatal("want two trials granted after the cooldown, and no third")
+		if !b.Allow(ctx, 1) {
+			t.Fatal("the first trial was refused")
+		}
+		b.Done(ctx, 1, hedge.Accept)    // the first trial passes
+		b.Done(ctx, 1, hedge.Retryable) // the old hedge, while no trial is out: ignored
+		if s := b.State(ctx); s != hedge.BreakerHalfOpen {
+			t.Fatalf("the old hedge's failure was taken for a trial's: %v, want half-open", s)
+		}
+		if !b.Allow(ctx, 1) || b.Allow(ctx, 1) {
+			t.Fatal("want the second trial granted, and no third")
 		}
 		time.Sleep(time.Second)
-		b.Done(ctx, 1, hedge.Accept)
 		b.Done(ctx, 1, hedge.Retryable) // the second trial fails: open again
 		b.Done(ctx, 1, hedge.Accept)    // a stray outcome while open: ignored
 		if diff := cmp.Diff([]string{"/a", "/a"}, o.keys); diff != "" {
@@ -323,15 +330,15 @@ func TestBreakerFailedTrialReopens(t *testing.T) {
 // overflow breaker.
 func TestBreakerKeys(t *testing.T) {
 	var o opens
-	b := newBreaker(t, hedge.BreakerConfig{Key: pathOf, Samples: 2, MaxKeys: 2, OnOpen: o.onOpen})
+	b := newBreaker(t, hedge.BreakerConfig{Key: routeOf, Samples: 2, MaxKeys: 2, OnOpen: o.onOpen})
 	fail := func(path string) {
-		b.Done(onPath(path), 0, hedge.Retryable)
-		b.Done(onPath(path), 0, hedge.Retryable)
+		b.Done(onRoute(path), 0, hedge.Retryable)
+		b.Done(onRoute(path), 0, hedge.Retryable)
 	}
 	hedges := func() map[string]bool {
 		m := map[string]bool{}
 		for _, p := range []string{"/a", "/b", "/c", "/d"} {
-			m[p] = b.Allow(onPath(p), 1)
+			m[p] = b.Allow(onRoute(p), 1)
 		}
 		return m
 	}
@@ -346,7 +353,7 @@ func TestBreakerKeys(t *testing.T) {
 	if diff := cmp.Diff(map[string]bool{"/a": false, "/b": true, "/c": false, "/d": false}, hedges()); diff != "" {
 		t.Errorf("/a and /d failing (-want +got)\n%s", diff)
 	}
-	if s := b.State(onPath("/e")); s != hedge.BreakerOpen {
+	if s := b.State(onRoute("/e")); s != hedge.BreakerOpen {
 		t.Errorf("a new key past MaxKeys: %v, want the overflow breaker's state, open", s)
 	}
 	if diff := cmp.Diff([]string{"/a", "/d"}, o.keys); diff != "" {
@@ -354,9 +361,9 @@ func TestBreakerKeys(t *testing.T) {
 	}
 
 	one := newBreaker(t, hedge.BreakerConfig{Samples: 2}) // no Key: one breaker
-	one.Done(onPath("/a"), 0, hedge.Retryable)
-	one.Done(onPath("/b"), 0, hedge.Retryable)
-	if one.Allow(onPath("/c"), 1) {
+	one.Done(onRoute("/a"), 0, hedge.Retryable)
+	one.Done(onRoute("/b"), 0, hedge.Retryable)
+	if one.Allow(onRoute("/c"), 1) {
 		t.Error("without Key, two failures on two paths did not open the one breaker")
 	}
 }
@@ -421,8 +428,8 @@ func TestBudgetContentionBreaker(t *testing.T) {
 
 // The closed breaker's path, taken by every call, allocates nothing.
 func TestBreakerAllocations(t *testing.T) {
-	b := newBreaker(t, hedge.BreakerConfig{Key: pathOf})
-	ctx := onPath("/a")
+	b := newBreaker(t, hedge.BreakerConfig{Key: routeOf})
+	ctx := onRoute("/a")
 	n := testing.AllocsPerRun(1000, func() {
 		b.Allow(ctx, 0)
 		if b.Allow(ctx, 1) {
@@ -442,7 +449,7 @@ func TestBreakerAllocations(t *testing.T) {
 func TestBreakerThroughDo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var o opens
-		b := newBreaker(t, hedge.BreakerConfig{Key: pathOf, Samples: 4, Cooldown: time.Second, OnOpen: o.onOpen})
+		b := newBreaker(t, hedge.BreakerConfig{Key: routeOf, Samples: 4, Cooldown: time.Second, OnOpen: o.onOpen})
 		type call struct {
 			Attempts, Refusals int
 			Took               time.Duration
@@ -452,7 +459,7 @@ func TestBreakerThroughDo(t *testing.T) {
 		// /slow's primary answers in 50ms, and so does /flaky's while
 		// flakySlow is set; hedges answer in 5ms.
 		fn := func(ctx context.Context) (int, error) {
-			slow := hedge.Attempt(ctx) == 0 && (pathOf(ctx) == "/slow" || flakySlow.Load())
+			slow := hedge.Attempt(ctx) == 0 && (routeOf(ctx) == "/slow" || flakySlow.Load())
 			d := 5 * ms
 			if slow {
 				d = 50 * ms
@@ -460,7 +467,7 @@ func TestBreakerThroughDo(t *testing.T) {
 			if err := lab.Wait(ctx, d); err != nil {
 				return 0, err
 			}
-			if pathOf(ctx) == "/flaky" && failing.Load() {
+			if routeOf(ctx) == "/flaky" && failing.Load() {
 				return 0, errBusy
 			}
 			return hedge.Attempt(ctx), nil
@@ -469,9 +476,9 @@ func TestBreakerThroughDo(t *testing.T) {
 			var r hedge.Report
 			p := hedge.Policy[int]{Delay: hedge.Fixed(10 * ms), Budget: b, Observer: observerFunc(func(got hedge.Report) { r = got })}
 			start := time.Now()
-			// pathOf reads the path from the caller's ctx, which Do hands
+			// routeOf reads the path from the caller's ctx, which Do hands
 			// to the budget; attempts' contexts derive from it.
-			hedge.Do(context.WithValue(t.Context(), pathKey{}, path), p, fn)
+			hedge.Do(context.WithValue(t.Context(), routeCtxKey{}, path), p, fn)
 			took := time.Since(start)
 			synctest.Wait() // the loser has returned, and with it its Done
 			return call{r.Attempts, r.BudgetRefusals, took}
@@ -507,13 +514,13 @@ func TestBreakerThroughDo(t *testing.T) {
 		if got := do("/slow"); got != hedged {
 			t.Errorf("/slow after the cooldown: %+v, want %+v", got, hedged)
 		}
-		if s := b.State(onPath("/flaky")); s != hedge.BreakerHalfOpen {
+		if s := b.State(onRoute("/flaky")); s != hedge.BreakerHalfOpen {
 			t.Fatalf("after the cooldown: %v, want half-open", s)
 		}
 		if got := do("/flaky"); got != hedged {
 			t.Errorf("/flaky's trial: %+v, want %+v", got, hedged)
 		}
-		if s := b.State(onPath("/flaky")); s != hedge.BreakerClosed {
+		if s := b.State(onRoute("/flaky")); s != hedge.BreakerClosed {
 			t.Errorf("after the trial won: %v, want closed", s)
 		}
 		if got := do("/flaky"); got != hedged {

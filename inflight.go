@@ -63,6 +63,11 @@ func (l *InflightLimit) Done(_ context.Context, k int, _ Outcome) {
 	}
 }
 
+// Release returns the permit of extra attempt k (k ≥ 1) for an attempt
+// that never started, as Done does: AllOf calls it when another budget
+// refused the attempt.
+func (l *InflightLimit) Release(ctx context.Context, k int) { l.Done(ctx, k, Canceled) }
+
 // InFlight returns how many permits are taken: the extra attempts whose
 // functions have not returned yet.
 func (l *InflightLimit) InFlight() int {

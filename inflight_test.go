@@ -150,3 +150,26 @@ func TestInflightLimitSharedByCalls(t *testing.T) {
 		}
 	})
 }
+
+// Release returns a granted hedge's permit, as Done does; the primary's
+// Release and stray ones change nothing.
+func TestInflightLimitRelease(t *testing.T) {
+	ctx := context.Background()
+	l, _ := hedge.NewInflightLimit(2)
+	l.Allow(ctx, 1)
+	l.Allow(ctx, 2)
+	l.Release(ctx, 0)
+	if n := l.InFlight(); n != 2 {
+		t.Fatalf("after the primary's Release: %d permits taken, want 2", n)
+	}
+	l.Release(ctx, 2)
+	if n := l.InFlight(); n != 1 {
+		t.Fatalf("after one Release: %d permits taken, want 1", n)
+	}
+	for range 3 {
+		l.Release(ctx, 1)
+	}
+	if n, granted := l.InFlight(), askHedges(l, 3); n != 0 || granted != 2 {
+		t.Errorf("after stray Releases: %d taken, then %d of 3 granted; want 0 and 2", n, granted)
+	}
+}

@@ -137,13 +137,31 @@ func (b *RatioBudget) Allow(_ context.Context, k int) bool {
 }
 
 // Done does nothing: calls deposit when they start, and extra attempts
-// cost nothing on return, Allow already charged them.
+// cost nothing on return, Allow already charged them. An attempt that
+// ran and lost (Canceled) added its load, so it is not refunded.
 func (b *RatioBudget) Done(_ context.Context, _ int, _ Outcome) {}
+
+// Release refunds the attempt that a granted Allow(k), k ≥ 1, withdrew,
+// for an attempt that never started: AllOf calls it when another budget
+// refused the attempt. It does nothing for the primary (k < 1), whose
+// call stays counted. The refund goes to the current second, so it undoes
+// the withdrawal exactly when both fall in one second, as they do when
+// AllOf makes them back to back. Should a second end in between, the
+// refund lands in the new second, which may then grant one attempt more
+// than its calls fund.
+func (b *RatioBudget) Release(_ context.Context, k int) {
+	if !primary(k) {
+		b.add(milli)
+	}
+}
 
 // deposit credits ratio of an attempt for one call, whatever its outcome:
 // every call counts, including those that fail.
-func (b *RatioBudget) deposit() {
-	if b.credit == 0 {
+func (b *RatioBudget) deposit() { b.add(b.credit) }
+
+// add credits amount thousandths of an attempt to the current second.
+func (b *RatioBudget) add(amount int64) {
+	if amount == 0 {
 		return
 	}
 	s := b.slot()
@@ -153,7 +171,7 @@ func (b *RatioBudget) deposit() {
 			s = b.slot()
 			continue
 		}
-		n := min(v+b.credit, maxBalance)
+		n := min(v+amount, maxBalance)
 		if n <= v || s.balance.CompareAndSwap(v, n) {
 			return
 		}

@@ -402,3 +402,45 @@ func TestRatioBudgetOverload(t *testing.T) {
 	t.Logf("with a budget: %d attempts for %d calls in %v, amplification %.3f, bound %.3f",
 		attempts, calls, took, float64(attempts)/float64(calls), 1+ratio+float64(windows)/float64(calls))
 }
+
+// Release gives back exactly what a granted hedge withdrew, as if it had
+// never been asked for: random traces of calls, hedges and hedges released
+// within their second must grant exactly what the model grants without
+// those hedges. A primary's Release changes nothing.
+func TestRatioBudgetRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mock := clock.NewMock()
+		b, _ := hedge.NewRatioBudget(0.25, 0.5, 3*time.Second, mock)
+		m := newRatioModel(0.25, 0.5, 3*time.Second)
+		rng := rand.New(rand.NewPCG(7, 7))
+		start := mock.Now()
+		for i := range 20000 {
+			now := int64(mock.Since(start) / time.Second)
+			switch r := rng.IntN(100); {
+			case r < 3:
+				mock.Add(time.Duration(rng.Int64N(int64(2500 * time.Millisecond))))
+			case r < 50:
+				b.Allow(ctx, 0)
+				m.calls[now]++
+			case r < 70:
+				if b.Allow(ctx, 1) {
+					b.Release(ctx, 1)
+				}
+				b.Release(ctx, 0)
+			default:
+				if got, want := b.Allow(ctx, 1), m.allow(now); got != want {
+					t.Fatalf("event %d, second %d: Allow = %t, the model says %t", i, now, got, want)
+				}
+			}
+		}
+		if v := m.violation(); v != "" {
+			t.Errorf("bound broken: %s", v)
+		}
+	})
+	var zero hedge.RatioBudget
+	zero.Release(context.Background(), 1)
+	if zero.Allow(context.Background(), 1) {
+		t.Error("a Release made the zero value grant a hedge")
+	}
+}

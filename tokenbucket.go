@@ -79,6 +79,10 @@ func (b *TokenBucket) Done(_ context.Context, _ int, o Outcome) {
 	}
 }
 
+// Release does nothing: Allow took nothing, and an attempt that never
+// started says nothing about the upstream's health.
+func (b *TokenBucket) Release(context.Context, int) {}
+
 // Tokens returns how many tokens are left, to three decimals.
 func (b *TokenBucket) Tokens() float64 {
 	return float64(b.tokens.Load()) / milli

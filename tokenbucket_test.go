@@ -118,3 +118,19 @@ func TestTokenBucketThroughDo(t *testing.T) {
 		}
 	})
 }
+
+// Release changes nothing: Allow took no token, and a hedge that never
+// started says nothing about the upstream.
+func TestTokenBucketRelease(t *testing.T) {
+	ctx := context.Background()
+	b, _ := hedge.NewTokenBucket(4, 0.5)
+	b.Done(ctx, 0, hedge.Retryable)
+	for range 10 {
+		if b.Allow(ctx, 1) {
+			b.Release(ctx, 1)
+		}
+	}
+	if got := b.Tokens(); got != 3 || !b.Allow(ctx, 1) {
+		t.Errorf("%v tokens after 10 released hedges, want 3 and hedges granted", got)
+	}
+}

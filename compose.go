@@ -1,0 +1,105 @@
+package hedge
+
+import "context"
+
+// Releaser is implemented by a Budget that can take back a grant whose
+// attempt never started: Release(ctx, k) undoes a granted Allow(ctx, k),
+// k ≥ 1, and no Done follows it. AllOf calls it on the budgets that
+// granted an attempt when a later one refused it.
+//
+// Release is not Done(ctx, k, Canceled). Do reports Canceled for attempts
+// that ran and lost too, and a budget that charges on Allow must not
+// refund those: a RatioBudget's withdrawal pays for load the attempt did
+// add. For an attempt that never ran, there is nothing to pay for. The
+// stock budgets implement Release: a RatioBudget refunds the attempt, an
+// InflightLimit returns its permit, a Breaker returns its trial slot, and
+// a TokenBucket, whose Allow takes nothing, does nothing.
+type Releaser interface {
+	Release(ctx context.Context, k int)
+}
+
+// AllOf returns a Budget that grants an attempt only if every one of
+// budgets grants it, so that one policy can bound hedges by a ratio, a
+// concurrency cap and a breaker at once. Nil budgets are left out; AllOf
+// with none left grants everything, as a nil Budget does.
+//
+// Allow(ctx, 0), the primary's, goes to every budget, and the answer is
+// true. Allow(ctx, k ≥ 1) asks the budgets in order and stops at the
+// first refusal; every budget that had granted the attempt then gets it
+// back: Release if it is a Releaser, otherwise Done(ctx, k, Canceled),
+// which is what Do reports for an attempt it claimed but did not start.
+// Put the budget that refuses most often first, so that the others are
+// asked least. Done goes to every budget, each of which granted the
+// attempt.
+//
+// Grants come back also when a budget panics or calls runtime.Goexit in
+// Allow, and Done and Release reach every budget even when one of them
+// panics. The result is a Releaser itself, so compositions nest. It is
+// safe for concurrent use if the budgets are, and costs their calls plus
+// a few nanoseconds.
+func AllOf(budgets ...Budget) Budget {
+	a := &allOf{}
+	for _, b := range budgets {
+		if b != nil {
+			a.budgets = append(a.budgets, b)
+		}
+	}
+	return a
+}
+
+// allOf is AllOf's Budget: a pointer, so that a Policy holding it stays
+// comparable with ==.
+type allOf struct{ budgets []Budget }
+
+func (a *allOf) Allow(ctx context.Context, k int) bool {
+	if primary(k) {
+		for _, b := range a.budgets {
+			b.Allow(ctx, k)
+		}
+		return true
+	}
+	granted := 0
+	defer func() {
+		// Refused, or a budget panicked or called runtime.Goexit: the
+		// attempt will not start.
+		if granted < len(a.budgets) {
+			release(ctx, a.budgets[:granted], k)
+		}
+	}()
+	for _, b := range a.budgets {
+		if !b.Allow(ctx, k) {
+			return false
+		}
+		granted++
+	}
+	return true
+}
+
+func (a *allOf) Done(ctx context.Context, k int, o Outcome) { done(ctx, a.budgets, k, o) }
+
+func (a *allOf) Release(ctx context.Context, k int) { release(ctx, a.budgets, k) }
+
+// done reports to every budget in bs. Each call is deferred behind the
+// previous one, so that a panic or runtime.Goexit in one budget's Done
+// does not keep the others' permits out.
+func done(ctx context.Context, bs []Budget, k int, o Outcome) {
+	if len(bs) == 0 {
+		return
+	}
+	defer done(ctx, bs[1:], k, o)
+	bs[0].Done(ctx, k, o)
+}
+
+// release gives the grant of attempt k back to every budget in bs, as done
+// reports to them.
+func release(ctx context.Context, bs []Budget, k int) {
+	if len(bs) == 0 {
+		return
+	}
+	defer release(ctx, bs[1:], k)
+	if r, ok := bs[0].(Releaser); ok {
+		r.Release(ctx, k)
+	} else {
+		bs[0].Done(ctx, k, Canceled)
+	}
+}
