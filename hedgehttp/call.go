@@ -138,6 +138,14 @@ func (c *call) do(hctx context.Context) (result, error) {
 		a.body.rc = resp.Body
 		resp.Body = &a.body
 	}
+	if err != nil && c.Err() != nil {
+		// The caller gave up, and the transport said so in its own words
+		// (HTTP/2 answers ctx.Err(), without the cause). Either way this
+		// reaches hedge.Do, through the caller's context or as this
+		// result, the call's answer is the caller's cause, and no other
+		// attempt could change it.
+		return result{o: hedge.Terminal}, context.Cause(c.Context)
+	}
 	o := c.classify(resp, err)
 	if o == hedge.Retryable && resp != nil {
 		if h := resp.Header.Get("Retry-After"); h != "" {
@@ -170,12 +178,8 @@ func (c *call) send(ctx context.Context, k int) (*http.Response, error) {
 	return c.t.base.RoundTrip(r)
 }
 
-// classify runs the Transport's classifier. A network error after the
-// caller gave up is terminal: another attempt would only be cut off.
+// classify runs the Transport's classifier.
 func (c *call) classify(resp *http.Response, err error) hedge.Outcome {
-	if err != nil && c.Err() != nil {
-		return hedge.Terminal
-	}
 	if c.t.Classify == nil {
 		return Classify(resp, err)
 	}
