@@ -146,10 +146,11 @@ type BreakerConfig struct {
 //
 // The zero value refuses every hedge, as every budget's does; make a
 // Breaker with NewBreaker. A Breaker is safe for concurrent use and must
-// not be copied after first use. In the closed state Allow is one atomic
-// load after the key lookup, and Done records a primary with two atomic
-// adds and a swap; a failure also reads the failure count, and scans the
-// ring only when that count reaches Threshold.
+// not be copied after first use. After the key lookup (a sync.Map load),
+// a closed breaker's Allow is one atomic load, and Done records a primary
+// with a clock reading, a swap and two atomic adds; a failure also loads
+// the failure count, and scans the ring under a mutex only when that count
+// reaches Threshold. A half-open breaker takes a mutex per hedge.
 type Breaker struct {
 	key       func(context.Context) string
 	threshold int64 // thousandths of the judged primaries
