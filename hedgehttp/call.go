@@ -3,6 +3,7 @@ package hedgehttp
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -17,8 +18,16 @@ import (
 type call struct {
 	context.Context // the request's
 
-	t       *Transport
-	req     *http.Request
+	t *Transport
+	// req is what every attempt sends, each with its own context: the
+	// caller's request, copied before the first attempt down to its URL,
+	// Header and Trailer, the parts a caller changes in place when it
+	// reuses a request. RoundTrip waits neither for the attempts that
+	// lose, whose Base may read their request long after the caller has
+	// reused its own, nor for a hedge claimed as the call is decided,
+	// which copies req only then. Attempts only read it, so they share it.
+	req     http.Request
+	url     url.URL // req.URL points here
 	route   *route
 	hasBody bool
 
@@ -60,6 +69,27 @@ func Route(ctx context.Context) string {
 		return c.route.name
 	}
 	return ""
+}
+
+// newCall makes the call that hedges req. The copy is the price of not
+// waiting for losers: on the fast path, a Header clone, paid for by the
+// attempt's request living in its attempt.
+func newCall(t *Transport, req *http.Request) *call {
+	c := &call{Context: req.Context(), t: t, req: *req, hasBody: req.Body != nil && req.Body != http.NoBody}
+	if req.URL != nil {
+		c.url = *req.URL
+		c.req.URL = &c.url
+	}
+	c.req.Header = req.Header.Clone()
+	c.req.Trailer = req.Trailer.Clone()
+	if h := t.AttemptHeader; h != "" {
+		// The primary's header; each hedge numbers a copy of it.
+		if c.req.Header == nil {
+			c.req.Header = make(http.Header, 1)
+		}
+		c.req.Header.Set(h, "0")
+	}
+	return c
 }
 
 // closeBody closes req.Body unless attempt 0 took it: RoundTrip owns it,
@@ -106,6 +136,7 @@ func (r *reqCtx) AfterFunc(f func()) (stop func() bool) { return context.AfterFu
 type attempt struct {
 	ctx  reqCtx
 	body body
+	req  http.Request // what it sends: the call's req, with the attempt's context
 }
 
 // do sends one attempt of the call. hctx is hedge.Do's context for it: cancelled when the attempt loses, which reaches the request only
@@ -123,7 +154,7 @@ func (c *call) do(hctx context.Context) (result, error) {
 	ctx, cancel := context.WithCancel(&a.ctx)
 	a.body.cancel = cancel
 	stop := afterFunc(hctx, cancel)
-	resp, err := c.send(ctx, k)
+	resp, err := c.send(ctx, a, k)
 	stop()
 	switch {
 	case err != nil:
@@ -155,24 +186,21 @@ func (c *call) do(hctx context.Context) (result, error) {
 	return result{resp, o}, err
 }
 
-func (c *call) send(ctx context.Context, k int) (*http.Response, error) {
+func (c *call) send(ctx context.Context, a *attempt, k int) (*http.Response, error) {
 	if err := c.wait(ctx); err != nil {
 		return nil, err
 	}
-	req := c.req
-	r := req.WithContext(ctx)
+	a.req = *c.req.WithContext(ctx)
+	r := &a.req
 	if c.hasBody && (k > 0 || !c.bodyTaken.CompareAndSwap(false, true)) {
-		b, err := req.GetBody()
+		b, err := c.req.GetBody()
 		if err != nil {
 			return nil, err
 		}
 		r.Body = b
 	}
-	if h := c.t.AttemptHeader; h != "" {
-		r.Header = req.Header.Clone()
-		if r.Header == nil {
-			r.Header = make(http.Header, 1)
-		}
+	if h := c.t.AttemptHeader; h != "" && k > 0 {
+		r.Header = c.req.Header.Clone()
 		r.Header.Set(h, strconv.Itoa(k))
 	}
 	return c.t.base.RoundTrip(r)

@@ -45,8 +45,10 @@ type Transport struct {
 	// Base sends every attempt. Nil means http.DefaultTransport. It gets
 	// each attempt as a request of its own whose context carries
 	// hedge.Attempt and Route; like any RoundTripper it must not modify
-	// the request, whose Header attempts share unless AttemptHeader is
-	// set.
+	// the request, whose URL and Header (unless AttemptHeader is set) the
+	// attempts of one call share. They are copies of the caller's, so
+	// Base may go on reading an attempt's request after RoundTrip
+	// returned, as a loser's does.
 	Base http.RoundTripper
 
 	// Delay says when to hedge. Nil gives each route (see Routes) its own
@@ -113,14 +115,20 @@ type Transport struct {
 // Budget reaches the caller as a *hedge.PanicError.
 //
 // As http.RoundTripper requires, RoundTrip closes req.Body, and it does
-// not modify req. Each attempt sends a shallow copy of req with its own
-// context and, after the first, a body from req.GetBody.
+// not modify req. Each attempt sends a copy of req with its own context
+// and, after the first, a body from req.GetBody. The copies are made
+// before the first attempt and have a URL, Header and Trailer of their
+// own, so that the attempts RoundTrip does not wait for never read req
+// after it returned: the caller may reuse req once it has closed the
+// response's body, or at once after an error. (req.Body goes with the
+// first attempt, whose Base may close it later, as http.RoundTripper
+// allows.)
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.once.Do(t.init)
 	if !t.hedges(req) {
 		return t.base.RoundTrip(req)
 	}
-	c := &call{Context: req.Context(), t: t, req: req, hasBody: req.Body != nil && req.Body != http.NoBody}
+	c := newCall(t, req)
 	if t.err != nil {
 		c.closeBody()
 		return nil, t.err
