@@ -31,11 +31,21 @@ func TestHedgeWinsAndServerSeesLoserCancelled(t *testing.T) {
 	for _, p := range protos {
 		t.Run(p.name, func(t *testing.T) {
 			lost := make(chan error, 1)
+			primaryIn := make(chan struct{})
 			url, base := p.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if attemptOf(r) == 0 {
+					close(primaryIn)
 					<-r.Context().Done()
 					lost <- r.Context().Err()
 					return
+				}
+				// Only a loser that reached the server can be seen cancelled
+				// there: the hedge answers once the primary has, however
+				// slowly the primary's connection came up.
+				select {
+				case <-primaryIn:
+				case <-time.After(10 * time.Second):
+					t.Error("the primary never reached the server")
 				}
 				fmt.Fprint(w, "from attempt 1")
 			}))
