@@ -22,9 +22,10 @@ import "context"
 // keep one bound per route it finds there, as a breaker does. Do calls
 // both methods without holding any lock of its own, from the caller's
 // goroutine (Allow(0)) or an attempt's or timer's: they should be fast,
-// since an attempt waits for Allow. If Allow grants an attempt that
-// never starts because the call ended meanwhile, Do returns the permit
-// with Done(k, Canceled). A panic in either is re-raised in the caller's
+// since an attempt waits for Allow. If Allow grants an attempt whose fn
+// never runs because the call ended meanwhile, Do takes the grant back
+// with Release when the Budget is a Releaser, and with Done(k, Canceled)
+// otherwise. A panic in either is re-raised in the caller's
 // goroutine as a *PanicError, and runtime.Goexit ends the call as an
 // attempt's would.
 //

@@ -229,12 +229,19 @@ func (c *call[T]) claim(k int) *attemptCtx {
 	return a
 }
 
-// release returns the permit of attempt k, which the budget granted but
-// which never started because the call ended first.
+// release returns the grant of attempt k, whose fn never ran because the
+// call ended first: Release if the budget takes grants back, Done(k,
+// Canceled) otherwise (and always for the primary, which Allow(0) does
+// not charge for).
 func (c *call[T]) release(k int) {
-	if c.budget != nil {
-		c.guard(k, func() { c.budget.Done(c.parent, k, Canceled) })
+	if c.budget == nil {
+		return
 	}
+	if r, ok := c.budget.(Releaser); ok && k > 0 {
+		c.guard(k, func() { r.Release(c.parent, k) })
+		return
+	}
+	c.guard(k, func() { c.budget.Done(c.parent, k, Canceled) })
 }
 
 // start starts attempt k at now and schedules the hedge after it, d later

@@ -2,11 +2,15 @@ package hedge_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/tailcut/hedge"
 )
@@ -92,4 +96,42 @@ func TestGoexitInAHook(t *testing.T) {
 			})
 		})
 	}
+}
+
+// releasing records what a budget hears.
+type releasing struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (r *releasing) note(s string) { r.mu.Lock(); r.log = append(r.log, s); r.mu.Unlock() }
+
+func (r *releasing) Allow(_ context.Context, k int) bool { r.note(fmt.Sprint("allow ", k)); return true }
+func (r *releasing) Done(_ context.Context, k int, o hedge.Outcome) {
+	r.note(fmt.Sprint("done ", k, " ", o))
+}
+func (r *releasing) Release(_ context.Context, k int) { r.note(fmt.Sprint("release ", k)) }
+
+// A hedge granted while the primary answers never starts: Do takes the
+// grant back with Release, not with a Done that would say it ran.
+func TestAGrantThatNeverStartsIsReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &releasing{}
+		slowNext := hedge.DelayFunc(func(_ context.Context, k int) time.Duration {
+			if k == 1 {
+				time.Sleep(10 * ms) // the primary answers meanwhile
+			}
+			return 10 * ms
+		})
+		p := hedge.Policy[int]{Delay: slowNext, MaxAttempts: 3, Budget: b}
+		hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+			time.Sleep(15 * ms)
+			return 1, nil
+		})
+		time.Sleep(time.Second) // Next returns at 20ms
+		want := []string{"allow 0", "allow 1", "done 0 Accept", "release 1"}
+		if diff := cmp.Diff(want, b.log); diff != "" {
+			t.Errorf("budget heard (-want +got):\n%s", diff)
+		}
+	})
 }
