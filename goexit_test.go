@@ -106,7 +106,10 @@ type releasing struct {
 
 func (r *releasing) note(s string) { r.mu.Lock(); r.log = append(r.log, s); r.mu.Unlock() }
 
-func (r *releasing) Allow(_ context.Context, k int) bool { r.note(fmt.Sprint("allow ", k)); return true }
+func (r *releasing) Allow(_ context.Context, k int) bool {
+	r.note(fmt.Sprint("allow ", k))
+	return true
+}
 func (r *releasing) Done(_ context.Context, k int, o hedge.Outcome) {
 	r.note(fmt.Sprint("done ", k, " ", o))
 }
