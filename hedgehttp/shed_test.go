@@ -547,3 +547,29 @@ func TestShedderInVirtualTime(t *testing.T) {
 		})
 	}
 }
+
+// nopWriter is a ResponseWriter that allocates nothing.
+type nopWriter struct{ h http.Header }
+
+func (w nopWriter) Header() http.Header       { return w.h }
+func (nopWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (nopWriter) WriteHeader(int)             {}
+
+// What a Shedder lets through costs no allocation: primaries and admitted
+// hedges pay two atomic operations.
+func TestShedderAllocations(t *testing.T) {
+	s := &hedgehttp.Shedder{Limit: 1, Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
+	w := nopWriter{http.Header{}}
+	for _, k := range []string{"", "0", "1"} {
+		req := httptest.NewRequest("GET", "/", nil)
+		if k != "" {
+			req.Header.Set(hedgehttp.DefaultAttemptHeader, k)
+		}
+		if n := testing.AllocsPerRun(100, func() { s.ServeHTTP(w, req) }); n != 0 {
+			t.Errorf("attempt %q: %v allocations, want 0", k, n)
+		}
+	}
+	if s.Shed() != 0 {
+		t.Errorf("shed %d, want 0", s.Shed())
+	}
+}
