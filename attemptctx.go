@@ -2,6 +2,7 @@ package hedge
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -30,7 +31,9 @@ type attemptCtx struct {
 	mu    sync.Mutex
 	done  chan struct{} // made on first Done, closed on cancel
 	err   error
-	hooks []*hook // AfterFunc registrations waiting for cancel
+	cause error           // why the call cancelled it; nil: the caller's context did, and has the cause
+	hooks []*hook         // AfterFunc registrations waiting for cancel
+	why   context.Context // made on first context.Cause of a cancelled attempt; see causeContext
 
 	// Once detached, the winner's own deadline ends it: followParent says
 	// that deadline is the caller's own, so the caller's context ends it
@@ -92,10 +95,62 @@ func (a *attemptCtx) Err() error {
 }
 
 func (a *attemptCtx) Value(key any) any {
-	if key == (attemptKey{}) {
+	switch key {
+	case attemptKey{}:
 		return a.n
+	case cancelCtxKey:
+		if why := a.causeContext(); why != nil {
+			return why.Value(key)
+		}
 	}
 	return a.parent.Value(key)
+}
+
+// cancelCtxKey is the key under which the context package finds the
+// cancelCtx that holds a context's cause (context.Cause asks Value for
+// it). The package does not export it; init learns it by asking a probe.
+var cancelCtxKey any
+
+type keyProbe struct{ context.Context }
+
+func (p keyProbe) Value(key any) any {
+	cancelCtxKey = key
+	return nil
+}
+
+func init() {
+	ended, cancel := context.WithCancel(context.Background())
+	cancel() // Cause asks Value only of a context that has ended
+	context.Cause(keyProbe{ended})
+}
+
+// causeContext returns a cancelled context whose cause is the one the
+// call cancelled a with (ErrSuperseded for a loser), so that
+// context.Cause(a) and the contexts derived from a tell "lost the race"
+// from "the caller gave up". It is made on first use: most losers are
+// never asked. Nil while a runs, or when the caller's context ended it
+// and holds the cause itself.
+func (a *attemptCtx) causeContext() context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var cause error
+	switch {
+	case a.err != nil:
+		cause = a.cause
+	case a.watch != nil:
+		cause = a.watch.causeOf()
+	case a.detached && !a.followParent && !a.deadline.IsZero() && !time.Now().Before(a.deadline):
+		cause = context.DeadlineExceeded
+	}
+	if cause == nil {
+		return nil
+	}
+	if a.why == nil {
+		why, cancel := context.WithCancelCause(context.Background())
+		cancel(cause)
+		a.why = why
+	}
+	return a.why
 }
 
 func (a *attemptCtx) String() string {
@@ -139,18 +194,19 @@ func removeHook(hooks []*hook, h *hook) ([]*hook, bool) {
 	return hooks, false
 }
 
-// cancel ends the attempt's context with err; later calls do nothing.
-func (a *attemptCtx) cancel(err error) {
+// cancel ends the attempt's context with err and cause (nil: the
+// caller's context ended it and holds the cause); later calls do nothing.
+func (a *attemptCtx) cancel(err, cause error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.err != nil {
 		return
 	}
 	if a.watch != nil {
-		a.watch.expire(err)
+		a.watch.expire(err, cause != nil)
 		return
 	}
-	a.err = err
+	a.err, a.cause = err, cause
 	if a.done != nil {
 		close(a.done)
 	}
@@ -201,6 +257,10 @@ type watch struct {
 	hooks []*hook
 	err   error
 	stop  func() bool // releases the timer or the registration; nil: none armed
+	// own says err is also the cause; false: the caller's context ended
+	// the winner and holds the cause. One bool rather than a second
+	// error keeps the watch in a smaller size class.
+	own bool
 }
 
 // arm makes the deadline end the watch, unless it is armed or over.
@@ -215,25 +275,28 @@ func (w *watch) arm() {
 	} else if d := time.Until(time.Unix(0, w.deadline)); d > 0 {
 		w.stop = time.AfterFunc(d, w.deadlinePassed).Stop
 	} else {
-		w.expireLocked(context.DeadlineExceeded)
+		w.expireLocked(context.DeadlineExceeded, true)
 	}
 }
 
-func (w *watch) deadlinePassed() { w.expire(context.DeadlineExceeded) }
+func (w *watch) deadlinePassed() { w.expire(context.DeadlineExceeded, true) }
 
-func (w *watch) parentDone() { w.expire(w.parent.Err()) }
+func (w *watch) parentDone() { w.expire(w.parent.Err(), false) }
 
-func (w *watch) expire(err error) {
+// expire ends the watch with err; own says err is its cause too (the
+// call's cancellations of a winner are: the deadline, a release),
+// otherwise the caller's context holds the cause.
+func (w *watch) expire(err error, own bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.expireLocked(err)
+	w.expireLocked(err, own)
 }
 
-func (w *watch) expireLocked(err error) {
+func (w *watch) expireLocked(err error, own bool) {
 	if w.err != nil {
 		return
 	}
-	w.err = err
+	w.err, w.own = err, own
 	if w.done != nil {
 		close(w.done)
 	}
@@ -250,6 +313,18 @@ func (w *watch) expireLocked(err error) {
 func (w *watch) error() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.err
+}
+
+// causeOf returns the cause the watch ended with, if it has ended and
+// the caller's context does not hold it. For a deadline that passed
+// without anything waiting, that is DeadlineExceeded too.
+func (w *watch) causeOf() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.own {
+		return nil
+	}
 	return w.err
 }
 
@@ -300,6 +375,15 @@ func (a *attemptCtx) canceled() bool {
 	return a.err != nil
 }
 
+// ErrSuperseded is the cause with which Do cancels an attempt whose result
+// it will not return because another attempt's result was chosen (a
+// loser), or because a later retryable result replaced it: context.Cause
+// of the attempt's context returns it, while Err returns
+// context.Canceled. It tells instrumentation, logs and fn itself that the
+// attempt lost the race, not that the caller gave up (then the cause is
+// the caller's) or that the deadline passed (context.DeadlineExceeded).
+var ErrSuperseded = errors.New("hedge: superseded by another attempt")
+
 // Attempt returns which attempt of a hedged call ctx belongs to: 0 in the
 // primary, k in the k-th hedge, and 0 outside Do. Use it to send each
 // attempt to a different replica.
@@ -313,7 +397,7 @@ func Attempt(ctx context.Context) int {
 func init() {
 	winner.Release = func(ctx context.Context) {
 		if a, ok := ctx.(*attemptCtx); ok && a.isDetached() {
-			a.cancel(context.Canceled)
+			a.cancel(context.Canceled, context.Canceled)
 		}
 	}
 }

@@ -136,7 +136,7 @@ func (c *call[T]) advance() (*attemptCtx, int, drop[T]) {
 		return nil, 0, c.interruptWait()
 	}
 	if err := c.parent.Err(); err != nil {
-		return nil, 0, c.end(context.Cause(c.parent), err)
+		return nil, 0, c.end(context.Cause(c.parent), err, nil)
 	}
 	if c.runFirst {
 		c.runFirst = false
@@ -144,7 +144,7 @@ func (c *call[T]) advance() (*attemptCtx, int, drop[T]) {
 	}
 	now := c.now()
 	if !c.timeout.IsZero() && !now.Before(c.timeout) {
-		return nil, 0, c.end(context.DeadlineExceeded, context.DeadlineExceeded)
+		return nil, 0, c.end(context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded)
 	}
 	k := c.due(now)
 	if k == 0 {
@@ -380,7 +380,7 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 		c.winner, c.outcome = -1, Terminal
 		d = c.dropKept()
 		own = c.early(r.v, r.produced && r.err == nil) // the classifier failed on it
-		c.finish(nil, context.Canceled)
+		c.finish(nil, context.Canceled, context.Canceled)
 	case r.o == Retryable:
 		if a == c.last {
 			c.nextAt = time.Time{} // a's own hedge is moot: the next starts now
@@ -431,15 +431,16 @@ func (c *call[T]) runOut() drop[T] {
 // settle ends the call with attempt a's result. Called with c.mu held.
 func (c *call[T]) settle(a *attemptCtx, v T, err error, o Outcome) {
 	c.val, c.err, c.winner, c.outcome = v, err, a.n, o
-	c.finish(a, context.Canceled)
+	c.finish(a, context.Canceled, ErrSuperseded)
 }
 
-// end ends the call with a context error: err for the caller, cancel for
-// the attempts' contexts. Called with c.mu held.
-func (c *call[T]) end(err, cancel error) drop[T] {
+// end ends the call with a context error: err for the caller, cancel
+// and cause for the attempts' contexts (a nil cause: ctx holds it).
+// Called with c.mu held.
+func (c *call[T]) end(err, cancel, cause error) drop[T] {
 	c.err, c.winner, c.outcome = err, -1, Canceled
 	d := c.dropKept()
-	c.finish(nil, cancel)
+	c.finish(nil, cancel, cause)
 	return d
 }
 
@@ -451,14 +452,14 @@ func (c *call[T]) interruptWait() drop[T] {
 	if c.discarding == 0 || c.abandoned || c.outcome == Canceled {
 		return drop[T]{}
 	}
-	err, cancel := context.Cause(c.parent), c.parent.Err()
+	err, cancel, cause := context.Cause(c.parent), c.parent.Err(), error(nil)
 	if cancel == nil {
 		now := c.now()
 		if c.timeout.IsZero() || now.Before(c.timeout) {
 			c.arm(now)
 			return drop[T]{}
 		}
-		err, cancel = context.DeadlineExceeded, context.DeadlineExceeded
+		err, cancel, cause = context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded
 	}
 	c.abandoned = true
 	c.wake.Signal()
@@ -469,7 +470,7 @@ func (c *call[T]) interruptWait() drop[T] {
 	d := drop[T]{v: c.val, ok: c.err == nil && c.discard != nil}
 	c.val, c.err, c.winner, c.outcome = zero, err, -1, Canceled
 	if c.won != nil {
-		c.won.cancel(cancel)
+		c.won.cancel(cancel, cause)
 		c.won = nil
 	}
 	return d
@@ -483,7 +484,7 @@ func (c *call[T]) dropKept() drop[T] {
 	}
 	var zero T
 	d := c.early(c.keptVal, c.keptErr == nil)
-	c.kept.cancel(context.Canceled)
+	c.kept.cancel(context.Canceled, ErrSuperseded)
 	c.kept, c.keptVal, c.keptErr = nil, zero, nil
 	return d
 }
@@ -502,7 +503,7 @@ func (c *call[T]) early(v T, ok bool) drop[T] {
 // hands the winner its own deadline and wakes Do. The timer stays armed
 // while Do waits for early discards, so that the Timeout still ends the
 // wait; Do stops it. Called with c.mu held.
-func (c *call[T]) finish(winner *attemptCtx, cancel error) {
+func (c *call[T]) finish(winner *attemptCtx, cancel, cause error) {
 	c.decided = true
 	c.nextAt = time.Time{}
 	c.retryDue = 0
@@ -514,7 +515,7 @@ func (c *call[T]) finish(winner *attemptCtx, cancel error) {
 	if c.started > 0 {
 		for a := &c.primary; a != nil; a = a.next {
 			if a != winner {
-				a.cancel(cancel)
+				a.cancel(cancel, cause)
 			}
 		}
 	}
@@ -566,7 +567,7 @@ func (c *call[T]) guard(k int, hook func()) (ok bool) {
 			c.panicked, c.goexit = pe, pe == nil
 			c.winner, c.outcome = -1, Terminal
 			d = c.dropKept()
-			c.finish(nil, context.Canceled)
+			c.finish(nil, context.Canceled, context.Canceled)
 		}
 		c.unlock()
 		c.drop(d)

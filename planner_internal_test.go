@@ -14,7 +14,7 @@ func TestNoBudgetNoDone(t *testing.T) {
 	c := &call[int]{parent: context.Background(), decided: true, inflight: 1}
 	c.wake.L = &c.mu
 	a := &attemptCtx{parent: context.Background(), n: 1}
-	a.cancel(context.Canceled) // claimed, then the call was decided
+	a.cancel(context.Canceled, ErrSuperseded) // claimed, then the call was decided
 	c.run(a)
 	if c.panicked != nil || c.inflight != 0 {
 		t.Errorf("skipping a cancelled attempt with no Budget: panicked %v, %d in flight", c.panicked, c.inflight)
