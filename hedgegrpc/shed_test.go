@@ -273,8 +273,10 @@ func TestShedderLoopbackTCP(t *testing.T) {
 	})
 
 	t.Run("a place free: the hedge goes through and wins", func(t *testing.T) {
+		primaryIn := make(chan struct{})
 		svc := &guarded{check: func(ctx context.Context, k string) (*healthpb.HealthCheckResponse, error) {
 			if k == "0" {
+				close(primaryIn)
 				<-ctx.Done() // stuck until the hedge wins
 				return nil, status.FromContextError(ctx.Err()).Err()
 			}
@@ -282,6 +284,9 @@ func TestShedderLoopbackTCP(t *testing.T) {
 		}}
 		shed := &hedgegrpc.Shedder{Limit: 2}
 		e := startShedTCP(t, shed, svc, hedging(codes.Unavailable))
+		// The hedge waits for the primary to be in: both reach the server,
+		// and the hedge finds one place taken, one free.
+		e.tries.hold = primaryIn
 		resp, err := e.client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
 			t.Errorf("Check = %v, %v; want the hedge's NOT_SERVING", resp, err)

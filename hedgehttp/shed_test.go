@@ -145,9 +145,11 @@ func TestShedderLoopback(t *testing.T) {
 			})
 
 			t.Run("a place free: the hedge goes through and wins", func(t *testing.T) {
+				primaryIn := make(chan struct{})
 				shed := &hedgehttp.Shedder{Limit: 2, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					k := r.Header.Get(hedgehttp.DefaultAttemptHeader)
 					if k == "0" {
+						close(primaryIn)
 						<-r.Context().Done() // stuck until the hedge wins
 						return
 					}
@@ -155,7 +157,10 @@ func TestShedderLoopback(t *testing.T) {
 				})}
 				served := make(chan struct{}, 2)
 				url, base := p.start(t, exits{shed, served})
-				tr := &hedgehttp.Transport{Base: base, Delay: hedge.Fixed(ms), AttemptHeader: hedgehttp.DefaultAttemptHeader}
+				// The hedge waits for the primary to be in: both reach the
+				// server, and the hedge finds one place taken, one free.
+				rec := &attempts{base: base, hold: primaryIn}
+				tr := &hedgehttp.Transport{Base: rec, Delay: hedge.Fixed(ms), AttemptHeader: hedgehttp.DefaultAttemptHeader}
 				resp, err := tr.RoundTrip(get(t, url))
 				if err != nil {
 					t.Fatal(err)
