@@ -1,0 +1,162 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tailcut/hedge"
+)
+
+// Contender is one row of a load table: a name, and a function that makes
+// its policy afresh for each run. RunLoad calls Policy inside the run's
+// synctest bubble, so a budget built there reads the bubble's virtual
+// clock, and a learned delay starts each run knowing nothing.
+type Contender struct {
+	Name   string
+	Policy func() hedge.Policy[int]
+}
+
+// callTally is what one call did.
+type callTally struct {
+	attempts atomic.Int32  // attempts that reached fn
+	shed     atomic.Int32  // hedges a replica refused
+	work     time.Duration // worker time its requests used; guarded by cluster.mu
+	latency  time.Duration // from arrival to Do's return
+	winner   int           // the attempt whose answer Do returned; -1 if none
+}
+
+// RunLoad runs l.Warm+l.Calls calls, arriving at l's rate, each through
+// hedge.Do with c's policy and each on its own goroutine, in a synctest
+// bubble, and summarizes the last l.Calls. Attempt k of a call goes to
+// replica (p + k) mod Replicas, where p, the primary's replica, is drawn
+// at random. Every draw (arrivals, p, service times) depends only on
+// l.Seed and the call's and attempt's indices, and virtual time is exact:
+// a run is a pure function of l and the policy.
+//
+// A Load RunLoad cannot run fails t.
+func RunLoad(t *testing.T, l Load, c Contender) LoadRow {
+	t.Helper()
+	l, err := l.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row LoadRow
+	synctest.Test(t, func(t *testing.T) {
+		p := c.Policy()
+		calls := runLoad(t, l, p)
+		row = summarizeLoad(c.Name, l, calls)
+		describe(&row, p)
+	})
+	return row
+}
+
+// runLoad is RunLoad inside the bubble.
+func runLoad(t *testing.T, l Load, p hedge.Policy[int]) []callTally {
+	cl := newCluster(l.Replicas, l.Workers, l.Cancel)
+	arrived := 0 // the last call to arrive; guarded by cl.mu
+	if b := l.Brownout; b.Factor != 0 {
+		cl.slow = func(i int) float64 {
+			if i == b.Replica && b.holds(arrived) {
+				return b.Factor
+			}
+			return 1
+		}
+	}
+	if l.Shed {
+		cl.shed = func(r *replica) bool { return r.busy == cl.workers && r.waiting >= l.ShedQueue }
+	}
+	// Calls per nanosecond at utilisation 1.
+	capacity := float64(l.Replicas*l.Workers) / float64(l.meanService())
+	gen := rand.New(rand.NewPCG(l.Seed, 0x6c6f6164))
+	calls := make([]callTally, l.Warm+l.Calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		rho := l.Rho
+		if l.Overload.Rho != 0 && l.Overload.holds(i) {
+			rho = l.Overload.Rho
+		}
+		time.Sleep(time.Duration(gen.ExpFloat64() / (rho * capacity)))
+		primary := gen.IntN(l.Replicas)
+		cl.mu.Lock()
+		arrived = i
+		cl.mu.Unlock()
+		tl := &calls[i]
+		attempt := func(ctx context.Context) (int, error) {
+			k := hedge.Attempt(ctx)
+			tl.attempts.Add(1)
+			err := cl.serve(ctx, (primary+k)%l.Replicas, k > 0, l.service(i, k), &tl.work)
+			if err != nil {
+				if errors.Is(err, errShed) {
+					tl.shed.Add(1)
+				}
+				return -1, err
+			}
+			return k, nil
+		}
+		wg.Go(func() {
+			begin := time.Now()
+			v, err := hedge.Do(t.Context(), p, attempt)
+			tl.latency = time.Since(begin)
+			tl.winner = v
+			if err != nil {
+				tl.winner = -1
+				t.Errorf("call %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	cl.drain()
+	return calls
+}
+
+// service is the service time of attempt k of call i.
+func (l Load) service(i, k int) time.Duration {
+	if l.Correlated {
+		k = 0
+	}
+	return l.Service.Draw(rand.New(rand.NewPCG(uint64(i), uint64(k)+1+l.Seed<<32)))
+}
+
+// describe records in row the delay p ended with: the first hedge's
+// delay (negative for none), and a Planner's plan.
+func describe(row *LoadRow, p hedge.Policy[int]) {
+	switch {
+	case p.MaxAttempts == 1:
+		return
+	case p.Delay == nil:
+		row.Delay = hedge.DefaultDelay
+		return
+	}
+	if pl, ok := p.Delay.(interface{ Plan() hedge.Plan }); ok {
+		plan := pl.Plan()
+		row.Plan = &plan
+		row.Delay = plan.Delay
+		if plan.Hedges == 0 {
+			row.Delay = -1
+		}
+		return
+	}
+	row.Delay = p.Delay.Next(context.Background(), 0)
+}
+
+// Sweep runs every contender at every utilisation in rhos, the rest of
+// the scenario as base says, and returns the rows load by load, in the
+// order of cs within each load.
+func Sweep(t *testing.T, base Load, rhos []float64, cs []Contender) []LoadRow {
+	t.Helper()
+	var rows []LoadRow
+	for _, rho := range rhos {
+		l := base
+		l.Rho = rho
+		for _, c := range cs {
+			rows = append(rows, RunLoad(t, l, c))
+		}
+	}
+	return rows
+}

@@ -1,0 +1,66 @@
+package lab
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tailcut/hedge"
+)
+
+// A run is a pure function of its Load and policy: the same scenario run
+// twice, with everything that can happen at once in it (a learned delay, a
+// budget, shedding, a brownout and an overload), gives the same row to the
+// nanosecond.
+func TestRunLoadIsExact(t *testing.T) {
+	l := Load{
+		Rho: 0.9, Cancel: CancelQueued, Shed: true, ShedQueue: 1, Warm: 500, Calls: 1500, Block: 500,
+		Brownout: Brownout{Replica: 2, Factor: 3, Period: Period{700, 900}},
+		Overload: Overload{Rho: 1.3, Period: Period{1200, 1400}},
+	}
+	c := Contender{Name: "Planner + budget", Policy: func() hedge.Policy[int] {
+		b, err := hedge.NewRatioBudget(0.2, 1, 10*time.Second, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hedge.Policy[int]{Delay: &hedge.Planner{Load: 0.2, Window: 400}, MaxAttempts: 3, Budget: b}
+	}}
+	first := RunLoad(t, l, c)
+	if diff := cmp.Diff(first, RunLoad(t, l, c)); diff != "" {
+		t.Errorf("the second run differs (-first +second):\n%s", diff)
+	}
+	if first.HedgeRate == 0 || first.Shed == 0 || len(first.Blocks) != 3 {
+		t.Errorf("the scenario did not hedge, shed and fill three blocks: %+v", first)
+	}
+}
+
+// Without hedging, every call is one request: one attempt, and the worker
+// time of its one service time.
+func TestRunLoadWithoutHedging(t *testing.T) {
+	l := Load{Rho: 0.5, Warm: 100, Calls: 1000}
+	row := RunLoad(t, l, Contender{Name: "no hedging", Policy: func() hedge.Policy[int] {
+		return hedge.Policy[int]{MaxAttempts: 1}
+	}})
+	l, _ = l.withDefaults()
+	var work time.Duration
+	for i := l.Warm; i < l.Warm+l.Calls; i++ {
+		work += l.service(i, 0)
+	}
+	want := LoadRow{Name: "no hedging", Rho: 0.5, Amp: 1, WorstAmp: 1,
+		Work: float64(work) / float64(l.meanService()) / float64(l.Calls), Blocks: []Block{{Amp: 1}}}
+	ignore := cmp.FilterPath(func(p cmp.Path) bool {
+		switch p.Last().String() {
+		case ".P50", ".P95", ".P99":
+			return true
+		}
+		return false
+	}, cmp.Ignore())
+	if diff := cmp.Diff(want, row, ignore); diff != "" {
+		t.Errorf("row (-want +got):\n%s", diff)
+	}
+	// A call waits at least its own service time.
+	if row.P50 < 20*time.Millisecond || row.P99 < 450*time.Millisecond {
+		t.Errorf("p50 %v, p99 %v: faster than the service times", row.P50, row.P99)
+	}
+}

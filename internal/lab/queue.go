@@ -1,0 +1,183 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// errShed is what a replica answers to a hedge it refuses: retryable, and
+// carrying no value, as a 503 with Retry-After or UNAVAILABLE with
+// pushback does.
+var errShed = errors.New("lab: hedge shed by a saturated replica")
+
+// cluster is the server side of the load lab: replicas, each with a
+// number of workers and one FIFO queue. One mutex guards all of it; in
+// virtual time the lock is never the bottleneck, and one lock keeps the
+// model's state transitions easy to follow.
+type cluster struct {
+	mu       sync.Mutex
+	replicas []replica
+	workers  int
+	cancel   Cancel
+	// shed, when set, says whether a hedge arriving at r is refused.
+	shed func(r *replica) bool
+	// slow returns the factor a job's service time is multiplied by when
+	// it starts on replica i now (a brownout), or 1.
+	slow func(i int) float64
+
+	jobs int           // queued or running; the run drains them to zero
+	idle chan struct{} // closed when jobs reaches zero after drain asked
+}
+
+// replica is one server: workers busy out of cluster.workers, and the
+// attempts waiting for one, in arrival order.
+type replica struct {
+	index   int
+	busy    int
+	queue   []*job // may hold dropped jobs, skipped when they reach the head
+	waiting int    // jobs in queue that are still queued
+}
+
+type jobState int
+
+const (
+	queued   jobState = iota
+	running           // a worker is on it
+	finished          // the worker completed it
+	dropped           // cancelled while queued, or while running if the cancel mode frees the worker
+)
+
+// job is one attempt's request at a replica.
+type job struct {
+	state   jobState
+	service time.Duration // before any brownout factor
+	began   time.Time     // when a worker took it
+	timer   *time.Timer   // completes it; set while running
+	done    chan struct{} // closed when finished
+	work    *time.Duration
+	replica *replica
+}
+
+func newCluster(replicas, workers int, cancel Cancel) *cluster {
+	c := &cluster{replicas: make([]replica, replicas), workers: workers, cancel: cancel}
+	for i := range c.replicas {
+		c.replicas[i].index = i
+	}
+	return c
+}
+
+// serve sends a request needing service to replica i and waits for a
+// worker to complete it, or for ctx to end. A hedge may be refused at
+// once with errShed. The worker time the request used is added to *work,
+// which is guarded by c.mu; with CancelQueued it may grow after serve
+// returned, until drain.
+//
+// A request whose ctx ends while queued leaves the queue. One whose ctx
+// ends while running frees its worker at once with CancelRunning; with
+// CancelQueued the worker runs it to completion, though serve returns at
+// once.
+func (c *cluster) serve(ctx context.Context, i int, hedge bool, service time.Duration, work *time.Duration) error {
+	c.mu.Lock()
+	r := &c.replicas[i]
+	if hedge && c.shed != nil && c.shed(r) {
+		c.mu.Unlock()
+		return errShed
+	}
+	j := &job{service: service, done: make(chan struct{}), work: work, replica: r}
+	c.jobs++
+	if r.busy < c.workers {
+		c.startLocked(j)
+	} else {
+		r.queue = append(r.queue, j)
+		r.waiting++
+	}
+	c.mu.Unlock()
+
+	select {
+	case <-j.done:
+		return nil
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch j.state {
+	case finished: // at the same instant as ctx's end: it did answer
+		return nil
+	case queued:
+		j.state = dropped
+		r.waiting--
+		c.jobs--
+		c.checkIdleLocked()
+	case running:
+		if c.cancel == CancelRunning {
+			j.timer.Stop()
+			c.endLocked(j, dropped)
+		}
+	}
+	return ctx.Err()
+}
+
+// startLocked puts a worker of j's replica on j. Called with c.mu held.
+func (c *cluster) startLocked(j *job) {
+	r := j.replica
+	r.busy++
+	j.state = running
+	j.began = time.Now()
+	d := j.service
+	if c.slow != nil {
+		d = time.Duration(float64(d) * c.slow(r.index))
+	}
+	j.timer = time.AfterFunc(d, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if j.state == running { // not dropped since
+			c.endLocked(j, finished)
+			close(j.done)
+		}
+	})
+}
+
+// endLocked takes j's worker off it, counts the worker's time, and gives
+// the worker the next queued job. Called with c.mu held.
+func (c *cluster) endLocked(j *job, s jobState) {
+	r := j.replica
+	j.state = s
+	*j.work += time.Since(j.began)
+	r.busy--
+	c.jobs--
+	for len(r.queue) > 0 {
+		next := r.queue[0]
+		r.queue[0] = nil
+		r.queue = r.queue[1:]
+		if next.state == queued {
+			r.waiting--
+			c.startLocked(next)
+			break
+		}
+	}
+	c.checkIdleLocked()
+}
+
+func (c *cluster) checkIdleLocked() {
+	if c.jobs == 0 && c.idle != nil {
+		close(c.idle)
+		c.idle = nil
+	}
+}
+
+// drain waits until no job is queued or running: with CancelQueued,
+// workers finish the requests of calls that have already returned. Call
+// it once no more requests come.
+func (c *cluster) drain() {
+	c.mu.Lock()
+	if c.jobs == 0 {
+		c.mu.Unlock()
+		return
+	}
+	idle := make(chan struct{})
+	c.idle = idle
+	c.mu.Unlock()
+	<-idle
+}

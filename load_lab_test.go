@@ -1,0 +1,231 @@
+package hedge_test
+
+import (
+	"flag"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/lab"
+)
+
+// The tail lab under load: the 90/10 service times of the tail lab,
+// served by 4 replicas of 4 workers with a FIFO queue each, calls arriving
+// as a Poisson process, every call through the real Do, in virtual time.
+// A hedge now costs what it costs a server: a worker, or a place in a
+// queue. Run with -v to see the tables; with -lab.full the lab runs every
+// load and scenario on 5,000 measured calls and prints the README's
+// tables:
+//
+//	go test -run TestTailLabUnderLoad -v -lab.full .
+
+var labFull = flag.Bool("lab.full", false, "tail lab under load: every load and scenario on 5,000 measured calls, as in the README")
+
+// loadRatio is the share of extra attempts the production budget allows.
+const loadRatio = 0.1
+
+// loadBudget is the production budget, RatioBudget(0.1, 1/s, 10s): the
+// one place the load lab makes a budget.
+func loadBudget() hedge.Budget {
+	b, err := hedge.NewRatioBudget(loadRatio, 1, 10*time.Second, nil)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// loadContenders are the rows of every load table, one line each.
+var loadContenders = []lab.Contender{
+	{Name: "no hedging", Policy: func() hedge.Policy[int] { return hedge.Policy[int]{MaxAttempts: 1} }},
+	{Name: "Fixed(50ms)", Policy: func() hedge.Policy[int] { return hedge.Policy[int]{Delay: hedge.Fixed(50 * time.Millisecond)} }},
+	{Name: "Percentile{0.9}", Policy: func() hedge.Policy[int] { return hedge.Policy[int]{Delay: &hedge.Percentile{Quantile: 0.9}} }},
+	{Name: "Planner{0.15} ×3", Policy: func() hedge.Policy[int] {
+		return hedge.Policy[int]{Delay: &hedge.Planner{Load: 0.15}, MaxAttempts: 3}
+	}},
+	{Name: "Percentile{0.9} + ratio 0.1", Policy: func() hedge.Policy[int] {
+		return hedge.Policy[int]{Delay: &hedge.Percentile{Quantile: 0.9}, Budget: loadBudget()}
+	}},
+	{Name: "Planner{0.15} ×3 + ratio 0.1", Policy: func() hedge.Policy[int] {
+		return hedge.Policy[int]{Delay: &hedge.Planner{Load: 0.15}, MaxAttempts: 3, Budget: loadBudget()}
+	}},
+}
+
+// loadKind is what a contender's policy promises: a learned delay, the
+// ratio budget.
+type loadKind struct{ learned, budgeted bool }
+
+func loadKindOf(i int) loadKind {
+	p := loadContenders[i%len(loadContenders)].Policy()
+	_, learned := p.Delay.(hedge.Learner)
+	_, budgeted := p.Budget.(*hedge.RatioBudget)
+	return loadKind{learned, budgeted}
+}
+
+// loadRhos and loadCalls are how much the lab runs: every load and 5,000
+// measured calls with -lab.full, fewer by default so that -race stays
+// quick.
+func loadRhos() []float64 {
+	if *labFull {
+		return []float64{0.3, 0.5, 0.7, 0.9, 0.95}
+	}
+	return []float64{0.3, 0.7, 0.95}
+}
+
+func loadCalls() int {
+	if *labFull {
+		return 5000
+	}
+	return 3000
+}
+
+// loadBlock2 is the second block of 1,000 measured calls, after the 2,000 that
+// warm up: a brownout or an overload lasts while they arrive.
+var loadBlock2 = lab.Period{From: 3000, To: 4000}
+
+// checkLoadBudget checks that the ratio budget held in every row that uses
+// it. Over the whole run that is ratio + 0.02. A block of 1,000 calls
+// need not fill whole one-second slots, and the budget bounds runs of
+// slots, so a block may also spend the credit of the calls that share
+// its first and last seconds: 0.05 over the ratio.
+func checkLoadBudget(t *testing.T, rows []lab.LoadRow) {
+	t.Helper()
+	for i, r := range rows {
+		if !loadKindOf(i).budgeted {
+			continue
+		}
+		if r.Amp > 1+loadRatio+0.02 || r.WorstAmp > 1+loadRatio+0.05 {
+			t.Errorf("%s at ρ=%v: %.3f attempts per call, %.3f in the worst block: over ratio %v",
+				r.Name, r.Rho, r.Amp, r.WorstAmp, loadRatio)
+		}
+	}
+}
+
+// checkLoadP99 checks that each row's p99 is at most most× that of the row
+// without hedging at the same load (the first of each load).
+func checkLoadP99(t *testing.T, rows []lab.LoadRow, most float64, applies func(i int, r lab.LoadRow) bool) {
+	t.Helper()
+	n := len(loadContenders)
+	for i, r := range rows {
+		if none := rows[i-i%n]; applies(i, r) && float64(r.P99) > most*float64(none.P99) {
+			t.Errorf("%s at ρ=%v: p99 %v, %.2fx the %v without hedging", r.Name, r.Rho, r.P99,
+				float64(r.P99)/float64(none.P99), none.P99)
+		}
+	}
+}
+
+// TestTailLabUnderLoad sweeps the load in both cancellation modes and
+// checks what hedging keeps under load. A learned delay rises with the
+// load. The budget holds. When a cancelled loser frees its worker, a
+// learned delay never makes p99 worse than not hedging, and its hedges
+// cost the servers no extra work. When running work cannot be cancelled,
+// that holds up to ρ=0.7; at ρ=0.9 and above only the budget keeps p99
+// within 1.1x of not hedging: without it, a learned delay made p99 up to
+// 1.24x worse on other seeds of the same lab.
+func TestTailLabUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the load lab runs 180,000 calls")
+	}
+	rhos := loadRhos()
+	for _, cancel := range []lab.Cancel{lab.CancelRunning, lab.CancelQueued} {
+		t.Run(cancel.String(), func(t *testing.T) {
+			t.Parallel()
+			rows := lab.Sweep(t, lab.Load{Cancel: cancel, Calls: loadCalls()}, rhos, loadContenders)
+			t.Log("\n" + lab.LoadTable("90/10 service times, 4 replicas × 4 workers, "+cancel.String(), rows))
+			checkLoadBudget(t, rows)
+			checkLoadP99(t, rows, 1.05, func(i int, r lab.LoadRow) bool {
+				return loadKindOf(i).learned && (cancel == lab.CancelRunning || r.Rho <= 0.7)
+			})
+			checkLoadP99(t, rows, 1.1, func(i int, r lab.LoadRow) bool { return loadKindOf(i).budgeted })
+			n := len(loadContenders)
+			for i, r := range rows {
+				if !loadKindOf(i).learned {
+					continue
+				}
+				if none := rows[i-i%n]; cancel == lab.CancelRunning && r.Work > none.Work+0.02 {
+					t.Errorf("%s at ρ=%v: %.3f mean service times of work per call, %.3f without hedging",
+						r.Name, r.Rho, r.Work, none.Work)
+				}
+				if last := rows[len(rows)-n+i%n]; i < n && loadWait(last.Delay) < 2*loadWait(r.Delay) {
+					t.Errorf("%s: delay %v at ρ=%v, %v at ρ=%v: it did not rise with the load",
+						r.Name, r.Delay, r.Rho, last.Delay, last.Rho)
+				}
+			}
+		})
+	}
+}
+
+// loadWait is how long a delay waits for a hedge, a negative one (no hedge)
+// forever.
+func loadWait(d time.Duration) float64 {
+	if d < 0 {
+		return math.Inf(1)
+	}
+	return float64(d)
+}
+
+// TestTailLabUnderLoadScenarios runs what a steady load does not show:
+// slowness that belongs to the request, a replica's brownout, a sudden
+// overload, and servers that shed hedges.
+func TestTailLabUnderLoadScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the load lab runs 180,000 calls")
+	}
+	calls := loadCalls()
+	cancels := []lab.Cancel{lab.CancelRunning, lab.CancelQueued}
+	t.Run("correlated", func(t *testing.T) {
+		t.Parallel()
+		rhos := []float64{0.5}
+		if *labFull {
+			rhos = []float64{0.5, 0.9}
+		}
+		for _, cancel := range cancels {
+			rows := lab.Sweep(t, lab.Load{Cancel: cancel, Correlated: true, Calls: calls}, rhos, loadContenders)
+			t.Log("\n" + lab.LoadTable("slowness belongs to the request, "+cancel.String(), rows))
+			// Hedges cannot win, and the budget still holds them.
+			checkLoadBudget(t, rows)
+		}
+	})
+	t.Run("brownout", func(t *testing.T) {
+		t.Parallel()
+		for _, cancel := range cancels {
+			l := lab.Load{Cancel: cancel, Calls: calls, Brownout: lab.Brownout{Replica: 0, Factor: 5, Period: loadBlock2}}
+			rows := lab.Sweep(t, l, []float64{0.5}, loadContenders)
+			title := "ρ 0.5, replica 0 five times slower during block 2, " + cancel.String()
+			t.Log("\n" + lab.LoadTable(title, rows) + "\n" + lab.BlockTable(title, rows))
+			checkLoadBudget(t, rows)
+			// Hedges route around the slow replica.
+			checkLoadP99(t, rows, 0.9, func(i int, _ lab.LoadRow) bool { return i > 0 })
+		}
+	})
+	t.Run("overload", func(t *testing.T) {
+		t.Parallel()
+		for _, cancel := range cancels {
+			if cancel == lab.CancelRunning && !*labFull {
+				continue
+			}
+			l := lab.Load{Cancel: cancel, Calls: calls, Overload: lab.Overload{Rho: 1.2, Period: loadBlock2}}
+			rows := lab.Sweep(t, l, []float64{0.7}, loadContenders)
+			title := "ρ 0.7, then 1.2 during block 2, " + cancel.String()
+			t.Log("\n" + lab.LoadTable(title, rows) + "\n" + lab.BlockTable(title, rows))
+			checkLoadBudget(t, rows)
+			// The budget keeps hedges from deepening the overload.
+			checkLoadP99(t, rows, 1.05, func(i int, _ lab.LoadRow) bool { return loadKindOf(i).budgeted })
+		}
+	})
+	t.Run("shedding", func(t *testing.T) {
+		t.Parallel()
+		rhos := []float64{0.95}
+		if *labFull {
+			rhos = []float64{0.7, 0.9, 0.95}
+		}
+		l := lab.Load{Cancel: lab.CancelQueued, Shed: true, Calls: calls}
+		rows := lab.Sweep(t, l, rhos, loadContenders)
+		t.Log("\n" + lab.LoadTable("a replica with every worker busy sheds hedges, "+lab.CancelQueued.String(), rows))
+		checkLoadBudget(t, rows)
+		// A refused hedge costs the call nothing: even a fixed delay,
+		// which without shedding makes p99 three times worse at ρ=0.9,
+		// stays near not hedging.
+		checkLoadP99(t, rows, 1.1, func(int, lab.LoadRow) bool { return true })
+	})
+}
