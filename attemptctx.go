@@ -25,8 +25,9 @@ import (
 type attemptCtx struct {
 	parent   context.Context
 	n        int
-	deadline time.Time   // by the real clock; zero: none
-	next     *attemptCtx // the call's attempts, in start order
+	deadline time.Time     // by the real clock; zero: none
+	next     *attemptCtx   // the call's attempts, in start order
+	at       time.Duration // when it started, from the call's start, by the policy's clock
 
 	mu    sync.Mutex
 	done  chan struct{} // made on first Done, closed on cancel

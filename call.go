@@ -29,6 +29,7 @@ type call[T any] struct {
 	parent   context.Context
 	delay    Delay
 	learner  Learner                // delay, if it learns; nil otherwise
+	track    bool                   // a Learner or an Observer hears how long the primary ran
 	classify func(T, error) Outcome // nil: classifyErr, without a generic func value's allocation
 	budget   Budget
 	discard  func(T)
@@ -71,8 +72,10 @@ type call[T any] struct {
 	refusals   int
 	skips      int
 
-	// What the learner hears: how long the primary ran, and whether it
-	// answered (false: it was still running at the decision).
+	// What the learner and the observer hear: how long the primary ran,
+	// and whether it answered (false: it was still running at the
+	// decision). learn: the Learner hears it (an accepted answer, or a
+	// lower bound).
 	primaryRan  time.Duration
 	primaryDone bool
 	learn       bool
@@ -252,7 +255,7 @@ func (c *call[T]) start(k int, now time.Time, d time.Duration) *attemptCtx {
 		a = &attemptCtx{}
 		c.last.next = a
 	}
-	a.parent, a.n, a.deadline = c.parent, k, c.real
+	a.parent, a.n, a.deadline, a.at = c.parent, k, c.real, now.Sub(c.begin)
 	c.last = a
 	c.started++
 	c.inflight++
@@ -365,12 +368,11 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 	k := 0
 	c.mu.Lock()
 	c.inflight--
-	if c.learner != nil && a == &c.primary && !c.decided {
+	if c.track && a == &c.primary && !c.decided {
 		c.primaryDone = true
+		c.primaryRan = c.now().Sub(c.begin)
 		// Only an accepted answer says how long a good one takes.
-		if c.learn = r.returned && r.o == Accept; c.learn {
-			c.primaryRan = c.now().Sub(c.begin)
-		}
+		c.learn = c.learner != nil && r.returned && r.o == Accept
 	}
 	switch {
 	case c.decided:
@@ -507,10 +509,10 @@ func (c *call[T]) finish(winner *attemptCtx, cancel, cause error) {
 	c.decided = true
 	c.nextAt = time.Time{}
 	c.retryDue = 0
-	if c.learner != nil && c.started > 0 && !c.primaryDone {
+	if c.track && c.started > 0 && !c.primaryDone {
 		// The primary lost or was cut off: it would have run at least
 		// this long.
-		c.primaryRan, c.learn = c.now().Sub(c.begin), true
+		c.primaryRan, c.learn = c.now().Sub(c.begin), c.learner != nil
 	}
 	if c.started > 0 {
 		for a := &c.primary; a != nil; a = a.next {

@@ -92,6 +92,7 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		c.delay = defaultDelay
 	}
 	c.learner, _ = c.delay.(Learner)
+	c.track = c.learner != nil || p.Observer != nil
 	c.wake.L = &c.mu
 	c.stepFn = c.step
 	if v, ok := c.delay.(validator); ok {
@@ -149,7 +150,11 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if p.Observer != nil {
 		report = Report{
 			Attempts: c.started, Winner: c.winner, Outcome: c.outcome,
+			Primary: c.primaryRan, PrimaryAnswered: c.primaryDone,
 			BudgetRefusals: c.refusals, DeadlineSkips: c.skips, Panicked: pe != nil || goexit,
+		}
+		for a := c.primary.next; a != nil; a = a.next {
+			report.Started[a.n] = a.at
 		}
 	}
 	c.val = zero // the call may outlive Do in a loser; do not pin the result
@@ -177,7 +182,7 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	}
 	if p.Observer != nil {
 		report.Elapsed = c.now().Sub(c.begin)
-		p.Observer.Observe(report)
+		p.Observer.Observe(ctx, report)
 	}
 	if pe != nil {
 		panic(pe)

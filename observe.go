@@ -1,25 +1,48 @@
 package hedge
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 )
 
-// Observer receives one Report for every call Do makes, on the caller's
-// goroutine, just before Do returns. It must be safe for concurrent use.
-// Stats is the stock implementation; metrics adapters (Prometheus,
-// OpenTelemetry) implement it to turn reports into their own instruments.
+// Observer receives one Report for every call Do makes, with the
+// caller's context (so that it can read the route, the gRPC method or
+// the trace from it), on the caller's goroutine, just before Do returns.
+// It must be safe for concurrent use. Stats is the stock implementation;
+// metrics adapters (hedgeotel for OpenTelemetry) implement it to turn
+// reports into their own instruments. A panic in Observe reaches Do's
+// caller as it is; the value Do would have returned goes to Discard.
 type Observer interface {
-	Observe(Report)
+	Observe(ctx context.Context, r Report)
 }
 
-// Report is what one call decided.
+// ObserverFunc adapts a function to an Observer. It must be safe for
+// concurrent use.
+type ObserverFunc func(ctx context.Context, r Report)
+
+// Observe calls f(ctx, r).
+func (f ObserverFunc) Observe(ctx context.Context, r Report) { f(ctx, r) }
+
+// Report is what one call decided. Durations are by the policy's clock.
 type Report struct {
 	// Attempts is how many attempts started, the primary included.
 	Attempts int
+	// Started[k] is when attempt k started, counted from the call's
+	// start, for k < Attempts: Started[0] is 0, and Started[1] is the
+	// delay the first hedge was started at (or sooner, when the primary
+	// ended retryable). The rest are zero.
+	Started [MaxAttemptsLimit]time.Duration
 	// Winner is the attempt whose result Do returned, or -1 when Do
 	// returned the context's error or re-raised a panic.
 	Winner int
+	// Primary is how long the primary ran: its latency if it answered
+	// before the call was decided (PrimaryAnswered), otherwise a lower
+	// bound on it, the time until the decision.
+	Primary time.Duration
+	// PrimaryAnswered says whether the primary's fn returned before the
+	// call was decided, whatever its outcome.
+	PrimaryAnswered bool
 	// Outcome is how the returned result was classified (Canceled when Do
 	// returned the context's error).
 	Outcome Outcome
@@ -43,8 +66,8 @@ type Stats struct {
 	wins                                                     [MaxAttemptsLimit]atomic.Int64
 }
 
-// Observe adds r to the counts.
-func (s *Stats) Observe(r Report) {
+// Observe adds r to the counts; it ignores ctx.
+func (s *Stats) Observe(_ context.Context, r Report) {
 	s.calls.Add(1)
 	s.attempts.Add(int64(r.Attempts))
 	if r.Attempts > 1 {

@@ -110,19 +110,22 @@ func TestBudget(t *testing.T) {
 		grants: 5,
 		steps:  []step{{after: time.Second}, {after: 50 * ms}, {}},
 		want:   []string{"call", "allow 1", "done 1 Accept", "done 0 Canceled"},
-		report: hedge.Report{Attempts: 2, Winner: 1, Elapsed: 150 * ms},
+		report: hedge.Report{Attempts: 2, Started: starts(0, 100*ms), Winner: 1, Primary: 150 * ms, Elapsed: 150 * ms},
 	}, {
 		name:   "a refused hedge: the primary runs alone",
 		grants: 0,
 		steps:  []step{{after: time.Second}, {}, {}},
 		want:   []string{"call", "refuse 1", "done 0 Accept"},
-		report: hedge.Report{Attempts: 1, Winner: 0, BudgetRefusals: 1, Elapsed: time.Second},
+		report: hedge.Report{Attempts: 1, Winner: 0, Primary: time.Second, PrimaryAnswered: true, BudgetRefusals: 1, Elapsed: time.Second},
 	}, {
 		name:   "retryable failures drain; the refusal ends the call with the last",
 		grants: 1,
 		steps:  []step{{after: 10 * ms, err: errBusy}, {after: 10 * ms, err: errBusy}, {}},
 		want:   []string{"call", "done 0 Retryable", "allow 1", "done 1 Retryable", "refuse 2"},
-		report: hedge.Report{Attempts: 2, Winner: 1, Outcome: hedge.Retryable, BudgetRefusals: 1, Elapsed: 20 * ms},
+		report: hedge.Report{
+			Attempts: 2, Started: starts(0, 10*ms), Winner: 1, Outcome: hedge.Retryable,
+			Primary: 10 * ms, PrimaryAnswered: true, BudgetRefusals: 1, Elapsed: 20 * ms,
+		},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,9 +155,16 @@ func TestBudget(t *testing.T) {
 	}
 }
 
+// starts makes a Report's Started.
+func starts(at ...time.Duration) (s [hedge.MaxAttemptsLimit]time.Duration) {
+	copy(s[:], at)
+	return s
+}
+
+// observerFunc is an Observer for tests that do not need the context.
 type observerFunc func(hedge.Report)
 
-func (f observerFunc) Observe(r hedge.Report) { f(r) }
+func (f observerFunc) Observe(_ context.Context, r hedge.Report) { f(r) }
 
 func TestStats(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

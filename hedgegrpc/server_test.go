@@ -278,7 +278,7 @@ type reports struct {
 	list []hedge.Report
 }
 
-func (r *reports) Observe(rep hedge.Report) {
+func (r *reports) Observe(_ context.Context, rep hedge.Report) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rep.Elapsed = 0 // timing is checked on the server's side

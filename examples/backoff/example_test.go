@@ -32,7 +32,7 @@ func retry(ctx context.Context, budget hedge.Budget, op func() error) (tries int
 
 type observer func(hedge.Report)
 
-func (f observer) Observe(r hedge.Report) { f(r) }
+func (f observer) Observe(_ context.Context, r hedge.Report) { f(r) }
 
 // A retry loop and hedge.Do share one gRPC-style token bucket, so retries
 // and hedges together stay within one bound: failures of either drain it,
