@@ -44,6 +44,22 @@ func (k *Keyed) Learn(ctx context.Context, primary time.Duration, complete bool)
 	}
 }
 
+// Range calls f with each key that has a Delay of its own, and that
+// Delay, until f returns false; then with "" and the overflow Delay
+// shared by keys past MaxKeys, if one was made. A metrics adapter uses it
+// to report each route's current delay (Percentile.Current,
+// Planner.Current). Keys added while Range runs may or may not be seen.
+func (k *Keyed) Range(f func(key string, d Delay) bool) {
+	more := true
+	k.delays.Range(func(key, d any) bool {
+		more = f(key.(string), d.(Delay))
+		return more
+	})
+	if d := k.overflow.Load(); more && d != nil {
+		f("", *d)
+	}
+}
+
 func (k *Keyed) validate(ctx context.Context, maxAttempts int) (int, error) {
 	if k.MaxKeys < 0 {
 		return 0, fmt.Errorf("%w: negative Keyed.MaxKeys %d", ErrInvalidPolicy, k.MaxKeys)

@@ -55,6 +55,11 @@ type percentileState struct {
 	gens  [gens]histogram // current, previous, and the next, cleared ahead
 }
 
+// Current returns the delay Next answers now: the learned quantile
+// clamped to [Floor, Ceiling], Initial during warm-up, or -1 for invalid
+// settings. It is what a metrics adapter reports as the route's delay.
+func (p *Percentile) Current() time.Duration { return time.Duration(p.load().delay.Load()) }
+
 // Next returns the current delay, whatever the attempt.
 func (p *Percentile) Next(context.Context, int) time.Duration {
 	return time.Duration(p.load().delay.Load())

@@ -104,6 +104,10 @@ func (p *Planner) Next(_ context.Context, k int) time.Duration {
 // Plan returns the current plan.
 func (p *Planner) Plan() Plan { return *p.load().plan.Load() }
 
+// Current returns the delay of the current plan: -1 when it sends no
+// hedge. It is what a metrics adapter reports as the route's delay.
+func (p *Planner) Current() time.Duration { return p.Plan().Delay }
+
 // Replan plans now from what the planner has learned, rather than at its
 // next Window/2 samples, and returns the plan it uses from now on.
 func (p *Planner) Replan() Plan {
