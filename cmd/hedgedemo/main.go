@@ -4,6 +4,14 @@
 // prints the latency percentiles and the extra load each way cost.
 //
 //	go run ./cmd/hedgedemo [-calls 1000] [-concurrency 50] [-delay 50ms]
+//
+// With -load, the server has a fixed pool of workers and a FIFO queue in
+// front of them, so that a hedge costs the server what it would cost a
+// real one, and the demo sweeps the offered load: calls arrive as a
+// Poisson process at utilisations of 0.3 to 0.9, and each load is served
+// to each policy in turn.
+//
+//	go run ./cmd/hedgedemo -load [-workers 16] [-scale 0.2] [-shed] [-stopwork=false]
 package main
 
 import (
@@ -27,6 +35,8 @@ type config struct {
 	delay, timeout     time.Duration
 	profile            profile
 	seed               uint64
+	sweep              bool // run the -load sweep instead
+	load               loadConfig
 }
 
 func main() {
@@ -43,11 +53,22 @@ func main() {
 	flag.Var(&cfg.profile.slow, "slow", "latency range of a slow reply")
 	flag.Float64Var(&cfg.profile.slowFrac, "slowfrac", cfg.profile.slowFrac, "fraction of replies that are slow")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the server's latency draws")
+	cfg.load.rhos = defaultRhos
+	flag.BoolVar(&cfg.sweep, "load", false, "sweep the offered load on a server with a worker pool, instead of the comparison above")
+	flag.IntVar(&cfg.load.warmup, "warmup", 1000, "with -load: calls before the -calls measured at each load and policy")
+	flag.IntVar(&cfg.load.workers, "workers", 16, "with -load: the server's workers")
+	flag.Float64Var(&cfg.load.scale, "scale", 0.2, "with -load: service times, -delay and -timeout, scaled by this factor so that the sweep takes about a minute")
+	flag.BoolVar(&cfg.load.stopWork, "stopwork", true, "with -load: a request whose client has gone stops its running work; false: it runs to the end on its worker")
+	flag.BoolVar(&cfg.load.shed, "shed", false, "with -load: hedgehttp.Shedder in front of the server sheds hedges while every worker is busy")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
+	main := run
+	if cfg.sweep {
+		main = runLoad
+	}
+	if err := main(ctx, cfg, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "hedgedemo:", err)
 		os.Exit(1)
 	}

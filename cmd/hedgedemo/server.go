@@ -75,43 +75,65 @@ type server struct {
 	requests atomic.Int64 // requests received, cancelled ones included
 	http     *http.Server
 	served   chan error
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // startServer listens on a free loopback port; it never listens beyond
 // this machine.
 func startServer(p profile, seed uint64) (*server, error) {
+	lat := newLatencies(p, seed)
+	return listen(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sleep(r.Context(), lat.draw()) == nil {
+			w.Write([]byte("ok\n"))
+		}
+		// Otherwise the client gave up (a hedge won, or the deadline
+		// passed): stop working on its behalf, as a real replica should.
+	}))
+}
+
+// sleep waits for d, or until ctx is done and returns its error.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// listen serves h on a free loopback port.
+func listen(h http.Handler) (*server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	lat := newLatencies(p, seed)
 	s := &server{url: "http://" + ln.Addr().String() + "/", served: make(chan error, 1)}
 	s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.requests.Add(1)
-		wait := time.NewTimer(lat.draw())
-		defer wait.Stop()
-		select {
-		case <-wait.C:
-			w.Write([]byte("ok\n"))
-		case <-r.Context().Done():
-			// The client gave up (a hedge won, or the deadline passed):
-			// stop working on its behalf, as a real replica should.
-		}
+		h.ServeHTTP(w, r)
 	})}
 	go func() { s.served <- s.http.Serve(ln) }()
 	return s, nil
 }
 
 // close shuts the server down and waits until it has stopped serving.
+// Calls after the first return the first one's error.
 func (s *server) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := s.http.Shutdown(ctx)
-	if err != nil {
-		err = errors.Join(err, s.http.Close())
-	}
-	if serveErr := <-s.served; !errors.Is(serveErr, http.ErrServerClosed) {
-		err = errors.Join(err, serveErr)
-	}
-	return err
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := s.http.Shutdown(ctx)
+		if err != nil {
+			err = errors.Join(err, s.http.Close())
+		}
+		if serveErr := <-s.served; !errors.Is(serveErr, http.ErrServerClosed) {
+			err = errors.Join(err, serveErr)
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
 }

@@ -1,0 +1,317 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/hedgehttp"
+)
+
+// loadConfig is what the -load sweep runs on top of config.
+type loadConfig struct {
+	warmup   int       // calls before the measured ones at each point
+	workers  int       // the server's worker pool
+	scale    float64   // service times, the delay and the timeout, as a fraction of the default run's
+	stopWork bool      // a cancelled request stops its running work (poolHandler.stopWork)
+	shed     bool      // a hedgehttp.Shedder sheds hedges while every worker is busy
+	rhos     []float64 // the utilisations swept: primaries' work over the workers' time
+}
+
+// defaultRhos are the loads the sweep offers, from light to heavy.
+var defaultRhos = []float64{0.3, 0.5, 0.7, 0.9}
+
+// loadPolicy is one row of every load: a hedging setup for the client's
+// hedgehttp.Transport. newTransport makes it afresh for each load, so that
+// learned delays and budgets start cold there.
+type loadPolicy struct {
+	name         string
+	newTransport func() (*hedgehttp.Transport, error)
+}
+
+// loadPolicies are the sweep's rows: no hedging, a fixed delay, a learned
+// one, and the learned one with the budget a production client should
+// have.
+func loadPolicies(delay time.Duration) []loadPolicy {
+	return []loadPolicy{
+		{"no hedging", func() (*hedgehttp.Transport, error) {
+			return &hedgehttp.Transport{MaxAttempts: 1}, nil
+		}},
+		{"hedge after " + delay.String(), func() (*hedgehttp.Transport, error) {
+			return &hedgehttp.Transport{Delay: hedge.Fixed(delay)}, nil
+		}},
+		{"Percentile{Quantile: 0.9}", func() (*hedgehttp.Transport, error) {
+			return &hedgehttp.Transport{Delay: &hedge.Percentile{Quantile: 0.9}}, nil
+		}},
+		// Under load a learned delay rises with the queue, but every call
+		// it hedges still adds work to a busy server. The ratio budget
+		// caps that at a tenth of the calls; the breaker stops hedges
+		// while primaries fail (here: time out).
+		{"Percentile{0.9} + ratio 0.1 + breaker", func() (*hedgehttp.Transport, error) {
+			ratio, err := hedge.NewRatioBudget(0.1, 1, 10*time.Second, nil)
+			if err != nil {
+				return nil, err
+			}
+			breaker, err := hedge.NewBreaker(hedge.BreakerConfig{})
+			if err != nil {
+				return nil, err
+			}
+			return &hedgehttp.Transport{Delay: &hedge.Percentile{Quantile: 0.9}, Budget: hedge.AllOf(ratio, breaker)}, nil
+		}},
+	}
+}
+
+// runLoad sweeps the offered load: for each ρ and each policy, a fresh
+// server with a worker pool, calls arriving as a Poisson process, and one
+// row of the table.
+func runLoad(ctx context.Context, cfg config, out, status io.Writer) error {
+	lc := cfg.load
+	switch {
+	case cfg.calls < 1 || lc.warmup < 0:
+		return errors.New("-calls must be at least 1 and -warmup at least 0")
+	case lc.workers < 1:
+		return errors.New("-workers must be at least 1")
+	case !(lc.scale > 0 && lc.scale <= 1000):
+		return errors.New("-scale must be above 0 and at most 1000")
+	case cfg.timeout <= 0:
+		return errors.New("-timeout must be above 0")
+	case cfg.profile.slowFrac < 0 || cfg.profile.slowFrac > 1:
+		return errors.New("-slowfrac must be between 0 and 1")
+	}
+	for _, rho := range lc.rhos {
+		if !(rho > 0 && rho <= 10) {
+			return fmt.Errorf("load %v: want a utilisation above 0 and at most 10", rho)
+		}
+	}
+	p := cfg.profile.scaled(lc.scale)
+	if p.mean() <= 0 {
+		return errors.New("-fast and -slow: the mean service time must be above 0")
+	}
+	delay := scaleDuration(cfg.delay, lc.scale)
+	timeout := scaleDuration(cfg.timeout, lc.scale)
+	policies := loadPolicies(delay)
+	var rows []loadRow
+	for _, rho := range lc.rhos {
+		for _, pol := range policies {
+			label := fmt.Sprintf("ρ %g %s", rho, pol.name)
+			r, err := loadPoint(ctx, pointConfig{
+				profile: p, seed: cfg.seed, workers: lc.workers, stopWork: lc.stopWork, shed: lc.shed,
+				rho: rho, warmup: lc.warmup, calls: cfg.calls, timeout: timeout,
+			}, pol, newProgress(status, label, lc.warmup+cfg.calls))
+			if err != nil {
+				return err
+			}
+			rows = append(rows, r)
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintf(out, "%s\n\n", loadTitle(cfg, p))
+	return printLoadTable(out, lc.shed, rows)
+}
+
+// loadTitle says what the sweep ran: the server, the arrivals, the calls.
+func loadTitle(cfg config, p profile) string {
+	lc := cfg.load
+	running := "stops at once"
+	if !lc.stopWork {
+		running = "runs to the end"
+	}
+	shed := ""
+	if lc.shed {
+		shed = fmt.Sprintf(", hedgehttp.Shedder{Limit: %d} in front", lc.workers)
+	}
+	return fmt.Sprintf("%d workers, FIFO queue%s; service %v (%.0f%%) or %v (mean %v); "+
+		"Poisson arrivals at ρ × %d / %v; %d calls measured after %d; cancelled work %s",
+		lc.workers, shed, p.fast.String(), 100*(1-p.slowFrac), p.slow.String(), p.mean().Round(100*time.Microsecond),
+		lc.workers, p.mean().Round(100*time.Microsecond), cfg.calls, lc.warmup, running)
+}
+
+// pointConfig is one point of the sweep.
+type pointConfig struct {
+	profile        profile
+	seed           uint64
+	workers        int
+	stopWork, shed bool
+	rho            float64
+	warmup, calls  int
+	timeout        time.Duration
+}
+
+// loadPoint serves one load to one policy and measures the calls after
+// the warm-up. The arrival times depend only on the seed and the rate, so
+// every policy at one load meets the same stream of calls.
+func loadPoint(ctx context.Context, pc pointConfig, pol loadPolicy, onCall func()) (row loadRow, err error) {
+	tr, err := pol.newTransport()
+	if err != nil {
+		return loadRow{}, err
+	}
+	srv, err := startLoadServer(pc.profile, pc.seed, pc.workers, pc.stopWork, pc.shed)
+	if err != nil {
+		return loadRow{}, err
+	}
+	defer func() { err = errors.Join(err, srv.close()) }()
+	client := loadClient(tr, pc.workers)
+	defer client.CloseIdleConnections()
+
+	rate := pc.rho * float64(pc.workers) / pc.profile.mean().Seconds() // calls per second
+	calls := make([]callTally, pc.warmup+pc.calls)
+	openLoop(ctx, rate, pc.seed, len(calls), func(i int) {
+		calls[i].run(ctx, client, srv.url, pc.timeout)
+		onCall()
+	})
+	row = summarizeLoad(pol.name, pc.rho, calls[pc.warmup:])
+	if tr.MaxAttempts != 1 {
+		row.delay = tr.Delay.Next(context.Background(), 1)
+	}
+	return row, nil
+}
+
+// openLoop calls call(0), …, call(n-1), each on a goroutine of its own, at
+// the arrivals of a Poisson process of rate per second, whether or not
+// earlier calls have answered: the load a server meets from many
+// independent clients. (A closed loop of N workers would slow its
+// arrivals as the server slowed, and hide the queue that hedges add to.)
+// When arrivals fall behind the schedule, they catch up at once. It
+// returns once every call has returned; when ctx ends, the calls not yet
+// started are left out.
+func openLoop(ctx context.Context, rate float64, seed uint64, n int, call func(i int)) {
+	rng := rand.New(rand.NewPCG(seed, 0x10ad))
+	var calls sync.WaitGroup
+	defer calls.Wait()
+	start := time.Now()
+	var at time.Duration // since start
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for i := range n {
+		at += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
+		if wait := at - time.Since(start); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+		calls.Go(func() { call(i) })
+	}
+}
+
+// callTally is what one call of the sweep saw.
+type callTally struct {
+	latency time.Duration
+	err     error
+	winner  int          // the attempt whose response the call got
+	sent    atomic.Int32 // attempts sent to the server
+	shed    atomic.Int32 // of them, answered 503 by a Shedder
+}
+
+type tallyKey struct{}
+
+// run makes the call: a GET through client within timeout, its body read
+// to the end.
+func (t *callTally) run(ctx context.Context, client *http.Client, url string, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, tallyKey{}, t), timeout)
+	defer cancel()
+	start := time.Now()
+	t.err = t.get(ctx, client, url)
+	t.latency = time.Since(start)
+}
+
+func (t *callTally) get(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	// The response's request is the winning attempt's, whose context says
+	// which attempt it was.
+	t.winner = hedge.Attempt(resp.Request.Context())
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// attemptCounter counts, for the call each request belongs to, the
+// attempts that reach the server and those a Shedder turned away.
+type attemptCounter struct{ next http.RoundTripper }
+
+func (c *attemptCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	t, _ := req.Context().Value(tallyKey{}).(*callTally)
+	if t != nil {
+		t.sent.Add(1)
+	}
+	resp, err := c.next.RoundTrip(req)
+	if t != nil && err == nil && resp.StatusCode == http.StatusServiceUnavailable {
+		t.shed.Add(1)
+	}
+	return resp, err
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
+// transport underneath.
+func (c *attemptCounter) CloseIdleConnections() {
+	if t, ok := c.next.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+}
+
+// loadClient sends tr's attempts over a transport of its own, counting
+// them for the call each belongs to (see callTally), and numbers them as
+// a Shedder reads them.
+func loadClient(tr *hedgehttp.Transport, workers int) *http.Client {
+	tr.Base = &attemptCounter{next: newTransport(2 * workers)}
+	tr.AttemptHeader = hedgehttp.DefaultAttemptHeader
+	return &http.Client{Transport: tr}
+}
+
+// startLoadServer serves the profile's service times on a pool of
+// workers; see loadHandler.
+func startLoadServer(p profile, seed uint64, workers int, stopWork, shed bool) (*server, error) {
+	lat := newLatencies(p, seed)
+	return listen(loadHandler(newPool(workers), stopWork, shed,
+		func(ctx context.Context) error { return sleep(ctx, lat.draw()) }))
+}
+
+// loadHandler serves each request on a worker of p, for as long as work
+// takes (see poolHandler). With shed, a hedgehttp.Shedder in front lets a
+// hedge in only while a worker is free and nobody waits.
+func loadHandler(p *pool, stopWork, shed bool, work func(context.Context) error) http.Handler {
+	var h http.Handler = &poolHandler{pool: p, work: work, stopWork: stopWork}
+	if shed {
+		h = &hedgehttp.Shedder{Handler: h, Limit: p.workers}
+	}
+	return h
+}
+
+// scaled returns p with every latency multiplied by f.
+func (p profile) scaled(f float64) profile {
+	s := func(sp span) span { return span{scaleDuration(sp.min, f), scaleDuration(sp.max, f)} }
+	return profile{fast: s(p.fast), slow: s(p.slow), slowFrac: p.slowFrac}
+}
+
+// mean is the mean of the profile's latencies.
+func (p profile) mean() time.Duration {
+	mid := func(sp span) float64 { return float64(sp.min+sp.max) / 2 }
+	return time.Duration((1-p.slowFrac)*mid(p.fast) + p.slowFrac*mid(p.slow))
+}
+
+func scaleDuration(d time.Duration, f float64) time.Duration {
+	return time.Duration(float64(d) * f)
+}

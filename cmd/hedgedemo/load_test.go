@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSummarizeLoad(t *testing.T) {
+	boom := errors.New("boom")
+	calls := make([]callTally, 5)
+	for i, c := range []struct {
+		latency    time.Duration
+		sent, shed int32
+		winner     int
+		err        error
+	}{
+		{10 * ms, 1, 0, 0, nil},
+		{20 * ms, 2, 0, 1, nil},   // a hedge won
+		{30 * ms, 2, 1, 0, nil},   // the hedge was shed: the primary won
+		{40 * ms, 2, 0, 0, nil},   // the primary won the race
+		{500 * ms, 2, 0, 1, boom}, // failed: nobody won
+	} {
+		calls[i].latency, calls[i].winner, calls[i].err = c.latency, c.winner, c.err
+		calls[i].sent.Store(c.sent)
+		calls[i].shed.Store(c.shed)
+	}
+	got := summarizeLoad("p", 0.5, calls)
+	want := loadRow{name: "p", rho: 0.5, p50: 30 * ms, p99: 500 * ms, calls: 5,
+		attempts: 9.0 / 5, hedgeRate: 4.0 / 5, winRate: 1.0 / 4, shed: 1.0 / 5, failed: 1, firstErr: boom}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(loadRow{}), cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {
+		t.Errorf("summarizeLoad (-want +got):\n%s", diff)
+	}
+	if got := summarizeLoad("none", 0.5, nil); got.calls != 0 || got.attempts != 0 {
+		t.Errorf("no calls: %+v", got)
+	}
+}
+
+func TestPrintLoadTable(t *testing.T) {
+	rows := []loadRow{
+		{name: "no hedging", rho: 0.3, p50: 7400 * time.Microsecond, p99: 113 * ms, calls: 1000, attempts: 1},
+		{name: "hedge after 10ms", rho: 0.3, p50: 7 * ms, p99: 22 * ms, calls: 1000, attempts: 1.13,
+			hedgeRate: 0.13, winRate: 0.6667, shed: 0.02, delay: 10 * ms},
+		{name: "Percentile{Quantile: 0.9}", rho: 0.3, p50: 7 * ms, p99: 28 * ms, calls: 1000, attempts: 1.09,
+			hedgeRate: 0.09, winRate: 0.926, delay: 17640 * time.Microsecond},
+		{name: "no hedging", rho: 0.95, p50: 27 * ms, p99: 139 * ms, calls: 1000, attempts: 1},
+		{name: "hedge after 10ms", rho: 0.95, p50: 679 * ms, p99: 1917 * ms, calls: 1000, attempts: 2,
+			hedgeRate: 1, failed: 12, firstErr: errors.New("context deadline exceeded"), delay: 10 * ms},
+	}
+	tests := []struct {
+		name     string
+		withShed bool
+		want     string
+	}{
+		{"without shedding", false, `
+                              ρ    p50     p99  attempts/call  hedge rate  win rate   delay
+no hedging                  0.3    7ms   113ms          1.00x        0.0%         -       -
+hedge after 10ms            0.3    7ms    22ms          1.13x       13.0%     66.7%    10ms
+Percentile{Quantile: 0.9}   0.3    7ms    28ms          1.09x        9.0%     92.6%  17.6ms
+
+no hedging                 0.95   27ms   139ms          1.00x        0.0%         -       -
+hedge after 10ms           0.95  679ms  1.917s          2.00x      100.0%      0.0%    10ms
+ρ 0.95 hedge after 10ms: 12 of 1000 calls failed, first: context deadline exceeded
+`},
+		{"with shedding", true, `
+                              ρ    p50     p99  attempts/call  hedge rate  win rate  shed   delay
+no hedging                  0.3    7ms   113ms          1.00x        0.0%         -  0.0%       -
+hedge after 10ms            0.3    7ms    22ms          1.13x       13.0%     66.7%  2.0%    10ms
+Percentile{Quantile: 0.9}   0.3    7ms    28ms          1.09x        9.0%     92.6%  0.0%  17.6ms
+
+no hedging                 0.95   27ms   139ms          1.00x        0.0%         -  0.0%       -
+hedge after 10ms           0.95  679ms  1.917s          2.00x      100.0%      0.0%  0.0%    10ms
+ρ 0.95 hedge after 10ms: 12 of 1000 calls failed, first: context deadline exceeded
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := printLoadTable(&b, tt.withShed, rows); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(strings.TrimPrefix(tt.want, "\n"), b.String()); diff != "" {
+				t.Errorf("table (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRunLoad sweeps two loads with a few calls each, end to end over
+// loopback, and checks the table's shape: every policy at every load, in
+// order, and what holds whatever the timing.
+func TestRunLoad(t *testing.T) {
+	for _, lc := range []loadConfig{
+		{warmup: 5, workers: 4, scale: 0.25, stopWork: true, rhos: []float64{0.3, 0.6}},
+		{warmup: 5, workers: 4, scale: 0.25, stopWork: false, shed: true, rhos: []float64{0.3, 0.6}},
+	} {
+		name := "stopwork"
+		if lc.shed {
+			name = "shed"
+		}
+		t.Run(name, func(t *testing.T) {
+			checkNoLeaks(t)
+			cfg := config{calls: 20, delay: 20 * ms, timeout: 10 * time.Second, profile: testProfile, seed: 1, sweep: true, load: lc}
+			var out, status bytes.Buffer
+			if err := runLoad(t.Context(), cfg, &out, &status); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+			policies := loadPolicies(5 * ms)
+			// A title, a blank line, the header, and then a block of rows
+			// per load, a blank line between blocks.
+			if want := 3 + len(lc.rhos)*(len(policies)+1) - 1; len(lines) != want {
+				t.Fatalf("%d lines, want %d:\n%s", len(lines), want, out.String())
+			}
+			if !strings.Contains(lines[0], "4 workers") || lines[1] != "" {
+				t.Errorf("title %q, then %q", lines[0], lines[1])
+			}
+			header := strings.Fields(lines[2])
+			wantHeader := []string{"ρ", "p50", "p99", "attempts/call", "hedge", "rate", "win", "rate", "delay"}
+			if lc.shed {
+				wantHeader = []string{"ρ", "p50", "p99", "attempts/call", "hedge", "rate", "win", "rate", "shed", "delay"}
+			}
+			if diff := cmp.Diff(wantHeader, header); diff != "" {
+				t.Errorf("header (-want +got):\n%s", diff)
+			}
+			rows := lines[3:]
+			for i, rho := range []string{"0.3", "0.6"} {
+				block := rows[i*(len(policies)+1):]
+				if i > 0 && rows[i*(len(policies)+1)-1] != "" {
+					t.Errorf("no blank line before load %s", rho)
+				}
+				for j, p := range policies {
+					line := block[j]
+					if !strings.HasPrefix(line, p.name+" ") {
+						t.Errorf("row %d of load %s is %q, want %s", j, rho, line, p.name)
+						continue
+					}
+					fields := strings.Fields(strings.TrimPrefix(line, p.name))
+					if fields[0] != rho {
+						t.Errorf("%s: ρ %s, want %s", p.name, fields[0], rho)
+					}
+					if j == 0 {
+						// No hedging: one attempt per call, nothing to
+						// win, no delay.
+						if tail := fields[3:]; tail[0] != "1.00x" || tail[1] != "0.0%" || tail[2] != "-" || tail[len(tail)-1] != "-" {
+							t.Errorf("%s at %s: %q", p.name, rho, line)
+						}
+					}
+				}
+			}
+			if strings.Contains(out.String(), "failed") {
+				t.Errorf("calls failed:\n%s", out.String())
+			}
+			if got, want := strings.Count(status.String(), "100%"), len(lc.rhos)*len(policies); got != want {
+				t.Errorf("%d points reached 100%%, want %d: %q", got, want, status.String())
+			}
+		})
+	}
+}
+
+// TestRunLoadRejectsBadSettings: a setting the sweep cannot run with is
+// an error before any call.
+func TestRunLoadRejectsBadSettings(t *testing.T) {
+	good := config{calls: 1, delay: 20 * ms, timeout: time.Second, profile: testProfile,
+		load: loadConfig{warmup: 0, workers: 1, scale: 1, rhos: []float64{0.5}}}
+	tests := []struct {
+		name string
+		edit func(*config)
+	}{
+		{"no calls", func(c *config) { c.calls = 0 }},
+		{"negative warm-up", func(c *config) { c.load.warmup = -1 }},
+		{"no workers", func(c *config) { c.load.workers = 0 }},
+		{"zero scale", func(c *config) { c.load.scale = 0 }},
+		{"NaN scale", func(c *config) { c.load.scale = math.NaN() }},
+		{"zero load", func(c *config) { c.load.rhos = []float64{0.5, 0} }},
+		{"no timeout", func(c *config) { c.timeout = 0 }},
+		{"no service time", func(c *config) { c.profile = profile{} }},
+		{"slow fraction above 1", func(c *config) { c.profile.slowFrac = 1.5 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := good
+			cfg.load.rhos = append([]float64(nil), good.load.rhos...)
+			tt.edit(&cfg)
+			var out, status bytes.Buffer
+			if err := runLoad(t.Context(), cfg, &out, &status); err == nil {
+				t.Errorf("no error; output:\n%s", out.String())
+			}
+			if out.Len() != 0 || status.Len() != 0 {
+				t.Errorf("wrote %q and %q before failing", out.String(), status.String())
+			}
+		})
+	}
+}
