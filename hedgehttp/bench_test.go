@@ -43,12 +43,17 @@ func roundTrip(b *testing.B, rt http.RoundTripper, req *http.Request) {
 
 // The fast path: the first attempt answers before its hedge is due, with
 // the zero Transport's own delay (learned per route) and with a fixed one,
-// beside Base called directly, and a request that passes through.
+// beside Base called directly, and a request that passes through. A call
+// copies its request's header, so a request with a few headers costs more.
 func BenchmarkFastPath(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background()) // as a server's request context
 	defer cancel()
 	get, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://upstream.test/", nil)
 	post, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://upstream.test/", http.NoBody)
+	headers := get.Clone(ctx)
+	headers.Header.Set("Accept", "application/json")
+	headers.Header.Set("Authorization", "Bearer token")
+	headers.Header.Set("Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
 	for _, bm := range []struct {
 		name string
 		rt   http.RoundTripper
@@ -57,6 +62,7 @@ func BenchmarkFastPath(b *testing.B) {
 		{"bare", memory{}, get},
 		{"hedgehttp", &hedgehttp.Transport{Base: memory{}}, get},
 		{"hedgehttp-fixed", &hedgehttp.Transport{Base: memory{}, Delay: hedge.Fixed(time.Hour)}, get},
+		{"hedgehttp-headers", &hedgehttp.Transport{Base: memory{}}, headers},
 		{"passthrough", &hedgehttp.Transport{Base: memory{}}, post},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
