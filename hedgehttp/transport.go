@@ -174,6 +174,8 @@ func (t *Transport) hedges(req *http.Request) bool {
 	switch {
 	case t.MaxAttempts == 1:
 		return false
+	case req.URL == nil:
+		return false // nothing to route: Base's to reject, as http.Transport does
 	case req.Body != nil && req.Body != http.NoBody && req.GetBody == nil:
 		return false // one body cannot be sent twice
 	case len(req.Header["Upgrade"]) > 0:

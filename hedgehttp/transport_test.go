@@ -56,6 +56,7 @@ func TestWhatIsHedged(t *testing.T) {
 		{"PUT by Idempotent", 0, always, req("PUT", strings.NewReader("x")), true},
 		{"upgrade whatever Idempotent says", 0, always, req("GET", nil, "Upgrade", "h2c"), false},
 		{"GET refused by Idempotent", 0, never, req("GET", nil), false},
+		{"no URL", 0, nil, &http.Request{Method: "GET", Header: http.Header{}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
