@@ -16,11 +16,14 @@ import (
 // A hedge now costs what it costs a server: a worker, or a place in a
 // queue. Run with -v to see the tables; with -lab.full the lab runs every
 // load and scenario on 5,000 measured calls and prints the README's
-// tables:
+// tables. -lab.seed draws other arrivals, routes and service times:
 //
 //	go test -run TestTailLabUnderLoad -v -lab.full .
 
-var labFull = flag.Bool("lab.full", false, "tail lab under load: every load and scenario on 5,000 measured calls, as in the README")
+var (
+	labFull = flag.Bool("lab.full", false, "tail lab under load: every load and scenario on 5,000 measured calls, as in the README")
+	labSeed = flag.Uint64("lab.seed", 0, "tail lab under load: the seed of arrivals, routing and service times")
+)
 
 // loadRatio is the share of extra attempts the production budget allows.
 const loadRatio = 0.1
@@ -130,7 +133,7 @@ func TestTailLabUnderLoad(t *testing.T) {
 	for _, cancel := range []lab.Cancel{lab.CancelRunning, lab.CancelQueued} {
 		t.Run(cancel.String(), func(t *testing.T) {
 			t.Parallel()
-			rows := lab.Sweep(t, lab.Load{Cancel: cancel, Calls: loadCalls()}, rhos, loadContenders)
+			rows := lab.Sweep(t, lab.Load{Cancel: cancel, Calls: loadCalls(), Seed: *labSeed}, rhos, loadContenders)
 			t.Log("\n" + lab.LoadTable("90/10 service times, 4 replicas × 4 workers, "+cancel.String(), rows))
 			checkLoadBudget(t, rows)
 			checkLoadP99(t, rows, 1.05, func(i int, r lab.LoadRow) bool {
@@ -180,7 +183,7 @@ func TestTailLabUnderLoadScenarios(t *testing.T) {
 			rhos = []float64{0.5, 0.9}
 		}
 		for _, cancel := range cancels {
-			rows := lab.Sweep(t, lab.Load{Cancel: cancel, Correlated: true, Calls: calls}, rhos, loadContenders)
+			rows := lab.Sweep(t, lab.Load{Cancel: cancel, Correlated: true, Calls: calls, Seed: *labSeed}, rhos, loadContenders)
 			t.Log("\n" + lab.LoadTable("slowness belongs to the request, "+cancel.String(), rows))
 			// Hedges cannot win, and the budget still holds them.
 			checkLoadBudget(t, rows)
@@ -189,10 +192,11 @@ func TestTailLabUnderLoadScenarios(t *testing.T) {
 	t.Run("brownout", func(t *testing.T) {
 		t.Parallel()
 		for _, cancel := range cancels {
-			l := lab.Load{Cancel: cancel, Calls: calls, Brownout: lab.Brownout{Replica: 0, Factor: 5, Period: loadBlock2}}
+			l := lab.Load{Cancel: cancel, Calls: calls, Seed: *labSeed,
+				Brownout: lab.Brownout{Replica: 0, Factor: 5, Period: loadBlock2}}
 			rows := lab.Sweep(t, l, []float64{0.5}, loadContenders)
 			title := "ρ 0.5, replica 0 five times slower during block 2, " + cancel.String()
-			t.Log("\n" + lab.LoadTable(title, rows) + "\n" + lab.BlockTable(title, rows))
+			t.Log("\n" + lab.LoadTable(title, rows) + "\n" + lab.BlockTable("the same calls, by blocks of 1,000", rows))
 			checkLoadBudget(t, rows)
 			// Hedges route around the slow replica.
 			checkLoadP99(t, rows, 0.9, func(i int, _ lab.LoadRow) bool { return i > 0 })
@@ -204,10 +208,11 @@ func TestTailLabUnderLoadScenarios(t *testing.T) {
 			if cancel == lab.CancelRunning && !*labFull {
 				continue
 			}
-			l := lab.Load{Cancel: cancel, Calls: calls, Overload: lab.Overload{Rho: 1.2, Period: loadBlock2}}
+			l := lab.Load{Cancel: cancel, Calls: calls, Seed: *labSeed,
+				Overload: lab.Overload{Rho: 1.2, Period: loadBlock2}}
 			rows := lab.Sweep(t, l, []float64{0.7}, loadContenders)
 			title := "ρ 0.7, then 1.2 during block 2, " + cancel.String()
-			t.Log("\n" + lab.LoadTable(title, rows) + "\n" + lab.BlockTable(title, rows))
+			t.Log("\n" + lab.LoadTable(title, rows) + "\n" + lab.BlockTable("the same calls, by blocks of 1,000", rows))
 			checkLoadBudget(t, rows)
 			// The budget keeps hedges from deepening the overload.
 			checkLoadP99(t, rows, 1.05, func(i int, _ lab.LoadRow) bool { return loadKindOf(i).budgeted })
@@ -219,7 +224,7 @@ func TestTailLabUnderLoadScenarios(t *testing.T) {
 		if *labFull {
 			rhos = []float64{0.7, 0.9, 0.95}
 		}
-		l := lab.Load{Cancel: lab.CancelQueued, Shed: true, Calls: calls}
+		l := lab.Load{Cancel: lab.CancelQueued, Shed: true, Calls: calls, Seed: *labSeed}
 		rows := lab.Sweep(t, l, rhos, loadContenders)
 		t.Log("\n" + lab.LoadTable("a replica with every worker busy sheds hedges, "+lab.CancelQueued.String(), rows))
 		checkLoadBudget(t, rows)

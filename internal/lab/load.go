@@ -25,8 +25,9 @@ type Load struct {
 	// The zero value is CancelRunning.
 	Cancel Cancel
 	// Correlated makes the service time belong to the request: every
-	// attempt of call i takes the time its primary draws, so a slow
-	// request is slow on every replica and a hedge cannot beat it.
+	// attempt of call i takes the time its primary draws (plus a
+	// nanosecond per attempt, so that two never tie), so a slow request
+	// is slow on every replica and a hedge cannot beat it.
 	Correlated bool
 	// Brownout slows one replica for a period. The zero value is none.
 	Brownout Brownout

@@ -118,8 +118,16 @@ func runLoad(t *testing.T, l Load, p hedge.Policy[int]) []callTally {
 // service is the service time of attempt k of call i.
 func (l Load) service(i, k int) time.Duration {
 	if l.Correlated {
-		k = 0
+		// Attempts of one call that start at the same instant (two
+		// workers freed by one answer) must not end at the same instant,
+		// or which one answers first is up to the scheduler: a
+		// nanosecond per attempt decides it for the primary.
+		return l.draw(i, 0) + time.Duration(k)
 	}
+	return l.draw(i, k)
+}
+
+func (l Load) draw(i, k int) time.Duration {
 	return l.Service.Draw(rand.New(rand.NewPCG(uint64(i), uint64(k)+1+l.Seed<<32)))
 }
 

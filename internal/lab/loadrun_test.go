@@ -10,28 +10,59 @@ import (
 )
 
 // A run is a pure function of its Load and policy: the same scenario run
-// twice, with everything that can happen at once in it (a learned delay, a
-// budget, shedding, a brownout and an overload), gives the same row to the
-// nanosecond.
+// twice gives the same row to the nanosecond. The scenarios hold
+// everything that can happen at once: a learned delay, a budget,
+// shedding, a brownout and an overload; and attempts of one call that
+// start together on two replicas and take the same service time.
 func TestRunLoadIsExact(t *testing.T) {
-	l := Load{
-		Rho: 0.9, Cancel: CancelQueued, Shed: true, ShedQueue: 1, Warm: 500, Calls: 1500, Block: 500,
-		Brownout: Brownout{Replica: 2, Factor: 3, Period: Period{700, 900}},
-		Overload: Overload{Rho: 1.3, Period: Period{1200, 1400}},
-	}
-	c := Contender{Name: "Planner + budget", Policy: func() hedge.Policy[int] {
+	planner := Contender{Name: "Planner + budget", Policy: func() hedge.Policy[int] {
 		b, err := hedge.NewRatioBudget(0.2, 1, 10*time.Second, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return hedge.Policy[int]{Delay: &hedge.Planner{Load: 0.2, Window: 400}, MaxAttempts: 3, Budget: b}
 	}}
-	first := RunLoad(t, l, c)
-	if diff := cmp.Diff(first, RunLoad(t, l, c)); diff != "" {
-		t.Errorf("the second run differs (-first +second):\n%s", diff)
+	for _, tc := range []struct {
+		name string
+		l    Load
+	}{{
+		name: "shedding, brownout, overload",
+		l: Load{
+			Rho: 0.9, Cancel: CancelQueued, Shed: true, ShedQueue: 1, Warm: 500, Calls: 1500, Block: 500,
+			Brownout: Brownout{Replica: 2, Factor: 3, Period: Period{700, 900}},
+			Overload: Overload{Rho: 1.3, Period: Period{1200, 1400}},
+		},
+	}, {
+		name: "correlated",
+		l:    Load{Rho: 0.7, Correlated: true, Warm: 500, Calls: 1500, Block: 500},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := RunLoad(t, tc.l, planner)
+			if diff := cmp.Diff(first, RunLoad(t, tc.l, planner)); diff != "" {
+				t.Errorf("the second run differs (-first +second):\n%s", diff)
+			}
+			if first.HedgeRate == 0 || len(first.Blocks) != 3 || (tc.l.Shed && first.Shed == 0) {
+				t.Errorf("the scenario did not hedge, shed and fill three blocks: %+v", first)
+			}
+		})
 	}
-	if first.HedgeRate == 0 || first.Shed == 0 || len(first.Blocks) != 3 {
-		t.Errorf("the scenario did not hedge, shed and fill three blocks: %+v", first)
+}
+
+// When slowness belongs to the request, every attempt takes the primary's
+// service time, and a nanosecond more for each later attempt: two attempts
+// that start at the same instant (two workers freed by one answer) must
+// not end at the same instant, or the scheduler would pick the winner.
+func TestCorrelatedAttemptsNeverTie(t *testing.T) {
+	l, err := Load{Rho: 0.5, Correlated: true}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		for k := range 3 {
+			if got, want := l.service(i, k), l.draw(i, 0)+time.Duration(k); got != want {
+				t.Fatalf("attempt %d of call %d takes %v, want %v", k, i, got, want)
+			}
+		}
 	}
 }
 
