@@ -71,15 +71,13 @@ func Route(ctx context.Context) string {
 	return ""
 }
 
-// newCall makes the call that hedges req. The copy is the price of not
-// waiting for losers: on the fast path, a Header clone, paid for by the
-// attempt's request living in its attempt.
+// newCall makes the call that hedges req, with the copy of req that its
+// attempts send. The copy is what not waiting for losers costs: a Header
+// clone per call, and a request and a URL inside the call's allocation.
 func newCall(t *Transport, req *http.Request) *call {
 	c := &call{Context: req.Context(), t: t, req: *req, hasBody: req.Body != nil && req.Body != http.NoBody}
-	if req.URL != nil {
-		c.url = *req.URL
-		c.req.URL = &c.url
-	}
+	c.url = *req.URL // not nil: hedges turns such requests away
+	c.req.URL = &c.url
 	c.req.Header = req.Header.Clone()
 	c.req.Trailer = req.Trailer.Clone()
 	if h := t.AttemptHeader; h != "" {
@@ -136,7 +134,7 @@ func (r *reqCtx) AfterFunc(f func()) (stop func() bool) { return context.AfterFu
 type attempt struct {
 	ctx  reqCtx
 	body body
-	req  http.Request // what it sends: the call's req, with the attempt's context
+	req  http.Request // what it sends: the call's req with its own context, in the attempt's allocation
 }
 
 // do sends one attempt of the call. hctx is hedge.Do's context for it: cancelled when the attempt loses, which reaches the request only
