@@ -96,6 +96,13 @@ type Transport struct {
 	// number (0 for the first) on every attempt, for the server's logs.
 	AttemptHeader string
 
+	// Observer, if set, hears the hedge.Report of every hedged request,
+	// after the route's Stats have counted it, with a context from which
+	// Route reads the route. Requests that pass through are not
+	// reported. It must be safe for concurrent use; hedgeotel's Observer
+	// turns the reports into OpenTelemetry metrics. Nil: only Stats.
+	Observer hedge.Observer
+
 	once   sync.Once
 	base   http.RoundTripper
 	delay  hedge.Delay
@@ -140,7 +147,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Budget:      t.Budget,
 		Classify:    outcome,
 		Discard:     discard,
-		Observer:    &c.route.stats,
+		Observer:    c.observer(),
 	}
 	r, err := hedge.Do(c, p, run)
 	c.closeBody()
