@@ -28,8 +28,11 @@ func TestCallerCauseOverTheWire(t *testing.T) {
 			t.Run(p.name+"/"+tt.name, func(t *testing.T) {
 				arrived := make(chan struct{})
 				url, base := p.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					arrived <- struct{}{}
-					<-r.Context().Done()
+					select {
+					case arrived <- struct{}{}:
+						<-r.Context().Done()
+					case <-r.Context().Done():
+					}
 				}))
 				tr := &hedgehttp.Transport{Base: base, Delay: tt.delay}
 				for i := range calls {
