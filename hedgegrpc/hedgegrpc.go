@@ -139,10 +139,11 @@ func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 	// first starts: losers may run on after Unary returns.
 	c := &call{m: m, bucket: in.bucket, invoker: invoker, cc: cc, method: method,
 		req: proto.Clone(reqMsg), replyType: msg.ProtoReflect().Type()}
+	c.ctx = callCtx{ctx, method}
 	c.opts, c.out = split(opts)
 	p := m.policy
 	p.Budget = c
-	a, err := hedge.Do(ctx, p, c.attempt)
+	a, err := hedge.Do(&c.ctx, p, c.attempt)
 	if err != nil {
 		if cerr := contextError(ctx, err); cerr != nil {
 			a, err = nil, cerr // no attempt's answer: the caller's context ended
@@ -201,6 +202,7 @@ const stopBit = 1 << 31
 // a pushback holds every other start back until its Done, and the next
 // attempt starts exactly when the wait ends.
 type call struct {
+	ctx       callCtx // the caller's context, with the method: Do runs the call under it
 	m         *method
 	bucket    *hedge.TokenBucket
 	invoker   grpc.UnaryInvoker
