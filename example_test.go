@@ -29,7 +29,10 @@ func ExampleDo() {
 	// Output: profile 42 from b <nil>
 }
 
-var errNotFound = errors.New("not found")
+var (
+	errNotFound   = errors.New("not found")
+	errOverloaded = errors.New("overloaded")
+)
 
 // A classifier per call site: a not-found answer is final (a duplicate
 // would find nothing either), an overloaded one is worth another attempt.
@@ -142,12 +145,18 @@ func (t *tokens) Allow(_ context.Context, k int) bool {
 
 func (t *tokens) Done(_ context.Context, _ int, _ hedge.Outcome) {}
 
+// Replica "a" is overloaded and says so at once, which starts the next
+// attempt without waiting for the delay, if the budget allows it: it
+// allows one, so one call of the three reaches replica "b".
 func ExampleBudget() {
 	var stats hedge.Stats
-	p := hedge.Policy[string]{Delay: hedge.Fixed(0), Budget: &tokens{left: 1}, Observer: &stats, Timeout: time.Millisecond}
+	p := hedge.Policy[string]{Delay: hedge.Fixed(time.Hour), Budget: &tokens{left: 1}, Observer: &stats}
 	for range 3 {
 		hedge.Do(context.Background(), p, func(ctx context.Context) (string, error) {
-			return profile(ctx, []string{"a", "b"}[hedge.Attempt(ctx)], "7")
+			if hedge.Attempt(ctx) == 0 {
+				return "", errOverloaded // retryable
+			}
+			return profile(ctx, "b", "7")
 		})
 	}
 	s := stats.Snapshot()
