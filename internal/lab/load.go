@@ -51,7 +51,8 @@ type Load struct {
 }
 
 // Cancel is what a cancelled attempt does to its request at the replica.
-// A request still in the queue always leaves it.
+// A request still in the queue always leaves it. The zero value is
+// CancelRunning.
 type Cancel int
 
 const (
@@ -74,7 +75,8 @@ func (c Cancel) String() string {
 }
 
 // Period is the calls [From, To), by arrival order: something lasts while
-// they arrive. The zero value is empty.
+// they arrive. The zero value is empty. Like every part of a Load, it is
+// a plain value.
 type Period struct{ From, To int }
 
 func (p Period) holds(i int) bool { return p.From <= i && i < p.To }

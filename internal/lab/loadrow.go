@@ -9,7 +9,8 @@ import (
 	"github.com/tailcut/hedge"
 )
 
-// LoadRow is what one policy did to the measured calls of one Load.
+// LoadRow is what one policy did to the measured calls of one Load. It
+// is a plain value, made by RunLoad; the zero LoadRow measured nothing.
 type LoadRow struct {
 	Name          string
 	Rho           float64 // the Load's utilisation by primaries
@@ -36,7 +37,8 @@ type LoadRow struct {
 	Blocks []Block
 }
 
-// Block is what one block of consecutive calls saw.
+// Block is what one block of consecutive measured calls saw: their p99,
+// and their attempts per call. It is a plain value.
 type Block struct {
 	P99 time.Duration
 	Amp float64

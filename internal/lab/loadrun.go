@@ -16,7 +16,9 @@ import (
 // Contender is one row of a load table: a name, and a function that makes
 // its policy afresh for each run. RunLoad calls Policy inside the run's
 // synctest bubble, so a budget built there reads the bubble's virtual
-// clock, and a learned delay starts each run knowing nothing.
+// clock, and a learned delay starts each run knowing nothing. A
+// Contender without a Policy fails the run; one may be shared by
+// concurrent runs if its Policy may be called concurrently.
 type Contender struct {
 	Name   string
 	Policy func() hedge.Policy[int]
@@ -39,12 +41,16 @@ type callTally struct {
 // l.Seed and the call's and attempt's indices, and virtual time is exact:
 // a run is a pure function of l and the policy.
 //
-// A Load RunLoad cannot run fails t.
+// A Load RunLoad cannot run, or a Contender without a Policy, fails t;
+// so do calls that return an error (the first is reported).
 func RunLoad(t *testing.T, l Load, c Contender) LoadRow {
 	t.Helper()
 	l, err := l.withDefaults()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.Policy == nil {
+		t.Fatalf("lab: Contender %q has no Policy", c.Name)
 	}
 	var row LoadRow
 	synctest.Test(t, func(t *testing.T) {
@@ -75,6 +81,7 @@ func runLoad(t *testing.T, l Load, p hedge.Policy[int]) []callTally {
 	capacity := float64(l.Replicas*l.Workers) / float64(l.meanService())
 	gen := rand.New(rand.NewPCG(l.Seed, 0x6c6f6164))
 	calls := make([]callTally, l.Warm+l.Calls)
+	var failed atomic.Int64
 	var wg sync.WaitGroup
 	for i := range calls {
 		rho := l.Rho
@@ -106,12 +113,17 @@ func runLoad(t *testing.T, l Load, p hedge.Policy[int]) []callTally {
 			tl.winner = v
 			if err != nil {
 				tl.winner = -1
-				t.Errorf("call %d: %v", i, err)
+				if failed.Add(1) == 1 {
+					t.Errorf("call %d: %v", i, err)
+				}
 			}
 		})
 	}
 	wg.Wait()
 	cl.drain()
+	if n := failed.Load(); n > 1 {
+		t.Errorf("%d calls failed in all", n)
+	}
 	return calls
 }
 
