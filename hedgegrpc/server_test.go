@@ -38,6 +38,23 @@ type step struct {
 	// same call's attempt 0 has started: a test over TCP orders attempts
 	// with it instead of with time.
 	awaitPrimary bool
+	// awaitAll makes it wait for the handlers of every other attempt the
+	// call's script has: an attempt that ends the call can then never
+	// cancel another before that one reached the server, however late
+	// the machine's load lets it be sent.
+	awaitAll bool
+}
+
+// awaited lists the attempts whose handlers must have started before
+// attempt k's handler goes on, in a call whose script has n attempts.
+func (st step) awaited(k, n int) []int {
+	var ks []int
+	for j := range n {
+		if j != k && (st.awaitAll || st.awaitPrimary && j == 0) {
+			ks = append(ks, j)
+		}
+	}
+	return ks
 }
 
 // event is what the server saw of one attempt. Times are since the
@@ -102,11 +119,14 @@ func (s *server) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*
 	grpc.SetTrailer(ctx, tag)
 
 	var err error
-	if st.awaitPrimary {
+	for _, k := range st.awaited(e.Attempt, len(script)) {
 		select {
-		case <-s.started(e.Call, 0):
+		case <-s.started(e.Call, k):
 		case <-ctx.Done():
 			err = ctx.Err()
+		}
+		if err != nil {
+			break
 		}
 	}
 	var wait <-chan time.Time
