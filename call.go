@@ -374,9 +374,55 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 		// Only an accepted answer says how long a good one takes.
 		c.learn = c.learner != nil && r.returned && r.o == Accept
 	}
+	var cut bool
 	switch {
 	case c.decided:
 		own = drop[T]{v: r.v, ok: r.produced && r.err == nil} // a late loser
+	case r.returned && r.o != Accept:
+		// An attempt that fails because the caller gave up or the deadline
+		// passed (its fn returned ctx.Err()) may get here before the
+		// caller's context or the timer does: the call still ends with
+		// their error and cause, not with the attempt's.
+		if d, cut = c.cutOff(); cut {
+			own = drop[T]{v: r.v, ok: r.produced && r.err == nil}
+			break
+		}
+		fallthrough
+	default:
+		k, d, own = c.answer(a, r)
+	}
+	c.unlock()
+	if k > 0 && d.ok {
+		// Discard may be slow (draining a body): the next attempt must
+		// not wait for it.
+		go c.drop(d)
+	} else {
+		c.drop(d)
+	}
+	c.drop(own)
+	if k > 0 {
+		return c.claim(k)
+	}
+	return nil
+}
+
+// cutOff ends the call if the caller's context is done or the Timeout
+// has passed. Called with c.mu held.
+func (c *call[T]) cutOff() (drop[T], bool) {
+	if err := c.parent.Err(); err != nil {
+		return c.end(context.Cause(c.parent), err, nil), true
+	}
+	if !c.timeout.IsZero() && !c.now().Before(c.timeout) {
+		return c.end(context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded), true
+	}
+	return drop[T]{}, false
+}
+
+// answer takes attempt a's result into an undecided call, and returns the
+// number of the attempt it makes start at once (0: none) and the values
+// to discard. Called with c.mu held.
+func (c *call[T]) answer(a *attemptCtx, r *result[T]) (k int, d, own drop[T]) {
+	switch {
 	case !r.returned:
 		c.panicked, c.goexit = r.panic, r.panic == nil
 		c.winner, c.outcome = -1, Terminal
@@ -397,19 +443,7 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 		d = c.dropKept()
 		c.settle(a, r.v, r.err, r.o)
 	}
-	c.unlock()
-	if k > 0 && d.ok {
-		// Discard may be slow (draining a body): the next attempt must
-		// not wait for it.
-		go c.drop(d)
-	} else {
-		c.drop(d)
-	}
-	c.drop(own)
-	if k > 0 {
-		return c.claim(k)
-	}
-	return nil
+	return k, d, own
 }
 
 // runOut ends the call with the kept retryable result when nothing is in

@@ -110,3 +110,25 @@ func TestWinnerEndsAtTheDeadlineWithItsCause(t *testing.T) {
 		})
 	}
 }
+
+// An attempt that notices the caller's cancellation itself and returns
+// ctx.Err() races the call's own link to the caller's context: whichever
+// comes first, the call ends with the caller's cause, not the attempt's
+// plain context.Canceled. Many rounds, because the race is the
+// scheduler's to decide.
+func TestCallerCauseBeatsTheAttemptsError(t *testing.T) {
+	errGone := errors.New("caller gone")
+	for range 2000 {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		started := make(chan struct{})
+		go func() { <-started; cancel(errGone) }()
+		_, err := hedge.Do(ctx, hedge.Policy[int]{MaxAttempts: 1}, func(context.Context) (int, error) {
+			close(started)
+			<-ctx.Done() // the caller's, as a transport that watches its request's context does
+			return 0, ctx.Err()
+		})
+		if err != errGone {
+			t.Fatalf("Do = %v, want the caller's cause", err)
+		}
+	}
+}

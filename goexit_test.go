@@ -132,6 +132,8 @@ func TestAGrantThatNeverStartsIsReleased(t *testing.T) {
 			return 1, nil
 		})
 		time.Sleep(time.Second) // Next returns at 20ms
+		b.mu.Lock()
+		defer b.mu.Unlock()
 		want := []string{"allow 0", "allow 1", "done 0 Accept", "release 1"}
 		if diff := cmp.Diff(want, b.log); diff != "" {
 			t.Errorf("budget heard (-want +got):\n%s", diff)
