@@ -74,9 +74,9 @@ func summarize(list []sdktrace.ReadOnlySpan) map[string]spanSummary {
 		for _, kv := range s.Attributes() {
 			switch kv.Key {
 			case hedgeotel.AttemptAttr:
-				sum.Attempt = kv.Value.Emit()
+				sum.Attempt = kv.Value.String()
 			case hedgeotel.SupersededAttr:
-				sum.Superseded = kv.Value.Emit()
+				sum.Superseded = kv.Value.String()
 			}
 		}
 		got[sum.Name+"#"+sum.Attempt] = sum

@@ -156,9 +156,9 @@ func (e *env) await(t *testing.T, n int) map[string]spanSummary {
 		for _, kv := range s.Attributes() {
 			switch kv.Key {
 			case hedgeotel.AttemptAttr:
-				sum.Attempt = kv.Value.Emit()
+				sum.Attempt = kv.Value.String()
 			case hedgeotel.SupersededAttr:
-				sum.Superseded = kv.Value.Emit()
+				sum.Superseded = kv.Value.String()
 			}
 		}
 		got[sum.Name+"#"+sum.Attempt] = sum
