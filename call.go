@@ -199,7 +199,7 @@ func (c *call[T]) claim(k int) *attemptCtx {
 		return nil
 	}
 	d := time.Duration(-1)
-	if granted && k+1 < c.max && !c.guard(k, func() { d = c.delay.Next(c.parent, k) }) {
+	if granted && !c.guard(k, func() { d = c.delay.Next(c.parent, k) }) {
 		c.release(k)
 		return nil
 	}

@@ -13,7 +13,10 @@ const DefaultDelay = 100 * time.Millisecond
 // Delay decides when to hedge. Next returns how long after attempt k
 // started Do should start attempt k+1 (k = 0 is the primary). Zero starts
 // it at once; a negative answer means no timed hedge after attempt k
-// (a retryable failure may still start the next attempt at once).
+// (a retryable failure may still start the next attempt at once). When a
+// policy allows more than one attempt, Do calls Next once for each attempt
+// it starts, as it starts it, even for the last one it may start, so that
+// a source can count the attempts it causes.
 //
 // ctx is the caller's context, so a source can keep one delay per route it
 // finds there. Next is called without any lock of Do's held, from the

@@ -86,6 +86,13 @@ type plannerState struct {
 	plan atomic.Pointer[Plan] // read by every call
 	_    [56]byte
 	n    atomic.Uint64
+	// credit is what the plans may still spend, in thousandths of an
+	// attempt: every call adds Load as its primary starts, every extra
+	// attempt takes one as it starts, and it never exceeds spendAhead.
+	// Below one attempt, no hedge is scheduled.
+	credit     atomic.Int64
+	loadMilli  int64
+	spendAhead int64
 	done [gens]histogram // primaries that answered, by latency
 	cut  [gens]histogram // primaries that lost, by how long they had run
 	mu   sync.Mutex      // one replan at a time
@@ -93,9 +100,27 @@ type plannerState struct {
 
 // Next returns the plan's delay for the first Hedges attempts, and -1
 // (no further hedge) after them.
+//
+// Do calls Next once for every attempt it starts, and the Planner counts
+// them: attempt 0 (a call) adds Load to what the plans may spend, and each
+// extra attempt spends one. The plans assume attempts are independent;
+// under queueing they are not, and a plan made before a burst of
+// congestion would send more hedges than it predicted until the next
+// plan. So no hedge is scheduled while the attempts started run more than
+// 0.2 × Load × 1,000 calls ahead of Load per call: in any 1,000 calls the
+// extra attempts stay within about 1.2 × Load per call.
 func (p *Planner) Next(_ context.Context, k int) time.Duration {
-	plan := p.load().plan.Load()
-	if k >= plan.Hedges {
+	s := p.load()
+	if s.err != nil {
+		return -1
+	}
+	if k == 0 {
+		s.spend(s.loadMilli)
+	} else {
+		s.spend(-milli)
+	}
+	plan := s.plan.Load()
+	if k >= plan.Hedges || s.credit.Load() < milli {
 		return -1
 	}
 	return plan.Delay
@@ -178,6 +203,24 @@ func (p *Planner) validate(_ context.Context, maxAttempts int) (int, error) {
 
 func (p *Planner) load() *plannerState { return loadState(&p.state, p.newState) }
 
+// spendAheadCalls bounds how far ahead of Load the plans may spend, in
+// calls' worth of Load: 200 calls, so that in any 1,000 calls the extra
+// attempts stay within 1.2 × Load per call.
+const spendAheadCalls = 200
+
+// spend adds delta thousandths of an attempt to the plans' credit, up to
+// spendAhead. The credit may go below zero: hedges scheduled before it
+// ran out still start, and later calls pay them back.
+func (s *plannerState) spend(delta int64) {
+	for {
+		v := s.credit.Load()
+		n := min(v+delta, s.spendAhead)
+		if n == v || s.credit.CompareAndSwap(v, n) {
+			return
+		}
+	}
+}
+
 func (p *Planner) newState() *plannerState {
 	s := &plannerState{load: p.Load, target: p.Target, maxHedges: p.MaxHedges}
 	if s.load == 0 {
@@ -204,6 +247,9 @@ func (p *Planner) newState() *plannerState {
 	case window < 2:
 		s.err = fmt.Errorf("%w: Planner.Window %d is below 2", ErrInvalidPolicy, p.Window)
 	}
+	s.loadMilli = thousandthsDown(s.load)
+	s.spendAhead = s.loadMilli * spendAheadCalls
+	s.credit.Store(s.spendAhead)
 	initial := Plan{Delay: s.initial, Hedges: 1}
 	if s.err != nil {
 		initial = Plan{Delay: -1}

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/internal/lab"
 )
@@ -44,6 +45,37 @@ func TestPlannerFindsTwoHedges(t *testing.T) {
 	}
 	if p.Next(ctx, 0) != plan.Delay || p.Next(ctx, 1) != plan.Delay || p.Next(ctx, 2) != -1 {
 		t.Errorf("Next does not follow the plan %+v", plan)
+	}
+}
+
+// The Planner counts the attempts Do starts (one Next each): a call adds
+// Load to what its plans may spend, an extra attempt spends one. With
+// Load 0.1 it starts 0.2 × 0.1 × 1,000 = 20 attempts ahead; each call
+// that hedges spends 0.9 more. When less than one attempt is left, it
+// schedules no hedge until calls have paid for one.
+func TestPlannerSpendsWhatItPlans(t *testing.T) {
+	ctx := context.Background()
+	p := &hedge.Planner{Load: 0.1, Initial: 10 * ms}
+	var got []time.Duration
+	for range 31 {
+		d := p.Next(ctx, 0)
+		got = append(got, d)
+		if d >= 0 {
+			p.Next(ctx, 1) // its hedge starts
+		}
+	}
+	// The first call finds the credit full and spends 1; the next 21 spend
+	// 0.9 each, leaving 0.1. The 23rd call's deposit makes 0.2: no hedge,
+	// nor for the seven after it, until the 31st call's deposit makes 1.
+	want := make([]time.Duration, 31)
+	for i := range want {
+		want[i] = 10 * ms
+		if i >= 22 && i < 30 {
+			want[i] = -1
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("delays of 31 calls (-want +got):\n%s", diff)
 	}
 }
 

@@ -37,15 +37,17 @@ const maxBalance = math.MaxInt64 / 4
 // (a granted Allow(k), k ≥ 1), and a reserve of minPerSecond × window lets
 // a quiet service hedge now and then.
 //
-// The bound is strict. Time is cut into one-second slots from the
-// budget's creation. In every run of consecutive slots that fits in the
-// window, the extra attempts granted never exceed ratio × the calls
-// deposited in the run, plus minPerSecond × window; Allow grants every
-// attempt that keeps this true whatever comes next, and no other. So what
-// a second leaves unspent does not carry into the next (a window starting
-// there holds none of those calls), while a spent reserve stays spent for
-// a whole window. At many calls a second this admits ratio × calls; at a
-// few, the fraction of an attempt each second leaves over is lost.
+// Time is cut into one-second slots from the budget's creation. In every
+// window (every run of consecutive slots as long as the window), the
+// extra attempts granted never exceed ratio × the calls deposited in it,
+// plus minPerSecond × window; Allow grants every attempt that keeps this
+// true for the window that ends now, and no other. What a second leaves
+// unspent carries over for the rest of the window, so a burst of slow
+// calls may spend what the calls of the seconds before it deposited:
+// hedges go to the calls that need them, not to the second that has
+// credit. A spent reserve stays spent for a whole window. Over any
+// window, the extra attempts are at most ratio × calls plus the reserve;
+// within one second they may reach the window's whole credit.
 //
 // The zero value refuses every extra attempt. A RatioBudget is safe for
 // concurrent use and must not be copied after first use. Allow and Done
@@ -68,10 +70,9 @@ type RatioBudget struct {
 }
 
 // ratioSlot is the current second. Its balance is what Allow may still
-// withdraw now: the reserve plus the smallest net deposit over the runs
-// of seconds that end now and fit in the window. Every deposit or
-// withdrawal in this second changes all those runs alike, so one atomic
-// word tracks their minimum exactly; only opening a slot needs the
+// withdraw now: the reserve plus the net deposit of the window that ends
+// now. Every deposit or withdrawal in this second changes it alike, so
+// one atomic word tracks it exactly; only opening a slot needs the
 // history.
 type ratioSlot struct {
 	second  atomic.Int64
@@ -211,17 +212,17 @@ func (b *RatioBudget) slot() *ratioSlot {
 	for range min(sec-s.second.Load()-1, int64(len(b.nets))) {
 		b.push(0) // seconds without a single call
 	}
-	// The runs of seconds that end in the new slot are the new second
-	// alone, with nothing deposited yet, and the new second after each
-	// suffix of the sealed ones. A sum past maxBalance is clamped: the few
-	// negative nets left, each at least -reserve, cannot bring it back
-	// below zero.
-	var sum, least int64
-	for i := range b.nets {
-		sum = min(sum+b.nets[(b.head-i+len(b.nets))%len(b.nets)], maxBalance)
-		least = min(least, sum)
+	// The window that ends in the new slot holds the sealed seconds of the
+	// ring and the new one, with nothing deposited yet. Its balance may be
+	// below zero: attempts granted on the credit of seconds that have left
+	// the window are still in it, and the new second's calls pay them back
+	// before it grants more. Each net lies within ±maxBalance, so the sum
+	// of at most 59 of them fits an int64.
+	var sum int64
+	for _, net := range b.nets {
+		sum += net
 	}
-	balance := max(b.reserve+least, 0)
+	balance := min(b.reserve+sum, maxBalance)
 	n := &b.slots[0]
 	if n == s {
 		n = &b.slots[1]

@@ -17,10 +17,9 @@ import (
 )
 
 // ratioModel is the bound RatioBudget promises, kept from its definition
-// by brute force: an extra attempt in second now is granted if, for every
-// run of seconds that ends now and fits in the window, the extra attempts
-// granted in the run stay within ratio × calls + reserve. Amounts are in
-// thousandths of an attempt.
+// by brute force: an extra attempt in second now is granted if, in the
+// window that ends now, the extra attempts granted stay within ratio ×
+// calls + reserve. Amounts are in thousandths of an attempt.
 type ratioModel struct {
 	ratio, reserve int64
 	window         int64 // in seconds
@@ -40,29 +39,31 @@ func (m *ratioModel) allow(now int64) bool {
 	for s := now; s > now-m.window; s-- {
 		calls += m.calls[s]
 		extras += m.extras[s]
-		if 1000*(extras+1) > m.ratio*calls+m.reserve {
-			return false
-		}
+	}
+	if 1000*(extras+1) > m.ratio*calls+m.reserve {
+		return false
 	}
 	m.extras[now]++
 	return true
 }
 
-// violation returns a run of seconds, any run, whose extra attempts exceed
-// the bound, or "" if none does.
+// violation returns a window that ends in a second with grants and whose
+// extra attempts exceed the bound, or "" if none does. A window that ends
+// in a second without grants may hold more: attempts granted on the credit
+// of seconds before it.
 func (m *ratioModel) violation() string {
-	last := int64(0)
-	for s := range m.extras {
-		last = max(last, s)
-	}
-	for from := int64(0); from <= last; from++ {
+	for end, n := range m.extras {
+		if n == 0 {
+			continue
+		}
+		from := end - m.window + 1
 		var calls, extras int64
 		for s := from; s < from+m.window; s++ {
 			calls += m.calls[s]
 			extras += m.extras[s]
-			if 1000*extras > m.ratio*calls+m.reserve {
-				return fmt.Sprintf("seconds %d..%d: %d extra attempts for %d calls", from, s, extras, calls)
-			}
+		}
+		if 1000*extras > m.ratio*calls+m.reserve {
+			return fmt.Sprintf("seconds %d..%d: %d extra attempts for %d calls", from, from+m.window-1, extras, calls)
 		}
 	}
 	return ""
@@ -103,8 +104,11 @@ func TestRatioBudget(t *testing.T) {
 			{wait: time.Second, ask: 5, want: 3},
 		},
 	}, {
-		name: "a second's surplus does not carry into the next", ratio: 0.5, window: 10 * time.Second,
-		steps: []step{{calls: 10}, {wait: time.Second, ask: 5, want: 0}, {calls: 2, ask: 5, want: 1}},
+		name: "a second's surplus carries over within the window", ratio: 0.5, window: 3 * time.Second,
+		steps: []step{
+			{calls: 10}, {wait: time.Second, ask: 3, want: 3}, {wait: time.Second, ask: 3, want: 2},
+			{wait: time.Second, ask: 3, want: 0}, // the calls of second 0 left the window
+		},
 	}, {
 		name: "calls after a spent reserve first pay it back", ratio: 0.5, perSec: 1, window: 2 * time.Second,
 		steps: []step{
@@ -225,7 +229,7 @@ func TestRatioBudgetMatchesModel(t *testing.T) {
 
 // 64 goroutines wake together at the start of each second and race to open
 // its slot, deposit and hedge. Every second must grant exactly what the
-// model grants, which keeps the bound over every run of seconds.
+// model grants, which keeps the bound over every window that ends in it.
 func TestRatioBudgetContentionAcrossSeconds(t *testing.T) {
 	const (
 		ratio, perSec = 0.25, 0.5
@@ -336,7 +340,8 @@ func (u *slowingUpstream) fn(ctx context.Context) (int, error) {
 // When every attempt of an upstream turns three times slower, a hedge delay
 // tuned for the healthy upstream hedges nearly every call: exactly when the
 // upstream can least afford it. A RatioBudget holds the extra load of the
-// slow phase to its bound; without one, it nearly doubles.
+// slow phase to its bound, plus what the healthy window before it left
+// unspent; without one, it nearly doubles.
 func TestRatioBudgetOverload(t *testing.T) {
 	const (
 		ratio, perSec = 0.1, 0.1 // one hedge per 10 calls, one per window besides
@@ -346,6 +351,7 @@ func TestRatioBudgetOverload(t *testing.T) {
 	// overload returns the slow phase's calls and attempts, and how long it
 	// took. The phase starts on a second, so the budget's seconds hold it
 	// and nothing else.
+	var saved hedge.Snapshot // the healthy phase, whose unspent credit the slow one may use
 	overload := func(t *testing.T, budget func() hedge.Budget) (calls, attempts int64, took time.Duration) {
 		synctest.Test(t, func(t *testing.T) {
 			start := time.Now()
@@ -361,6 +367,7 @@ func TestRatioBudgetOverload(t *testing.T) {
 			for time.Since(start) < 9*time.Second {
 				call()
 			}
+			saved = stats.Snapshot()
 			time.Sleep(time.Until(start.Add(window)))
 			u.mu.Lock()
 			u.slow = true
@@ -389,18 +396,21 @@ func TestRatioBudgetOverload(t *testing.T) {
 		return b
 	})
 	// Each window the phase touches adds perSec × 10 s = 1 hedge to
-	// ratio × calls: in integers, 10 × extras ≤ calls + 10 × windows.
-	windows := int64((took + window - 1) / window)
+	// ratio × calls, and the healthy window before it may leave credit
+	// unspent: in integers, 10 × extras ≤ calls + unspent + 10 × windows,
+	// where unspent is the healthy phase's calls less 10 × its extras.
+	windows := int64((took+window-1)/window) + 1
 	extras := attempts - calls
+	unspent := saved.Calls - 10*(saved.Attempts-saved.Calls)
 	if extras == 0 {
 		t.Error("the budget refused every hedge")
 	}
-	if calls != slowCalls || 10*extras > calls+10*windows {
+	if bound := calls + unspent + 10*windows; calls != slowCalls || 10*extras > bound {
 		t.Errorf("with RatioBudget(%v, %v, %v): %d extra attempts for %d calls in %v, want at most %d",
-			ratio, perSec, window, extras, calls, took, (calls+10*windows)/10)
+			ratio, perSec, window, extras, calls, took, bound/10)
 	}
-	t.Logf("with a budget: %d attempts for %d calls in %v, amplification %.3f, bound %.3f",
-		attempts, calls, took, float64(attempts)/float64(calls), 1+ratio+float64(windows)/float64(calls))
+	t.Logf("with a budget: %d attempts for %d calls in %v after %d healthy calls, amplification %.3f",
+		attempts, calls, took, saved.Calls, float64(attempts)/float64(calls))
 }
 
 // Release gives back exactly what a granted hedge withdrew, as if it had
