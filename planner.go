@@ -93,9 +93,9 @@ type plannerState struct {
 	credit     atomic.Int64
 	loadMilli  int64
 	spendAhead int64
-	done [gens]histogram // primaries that answered, by latency
-	cut  [gens]histogram // primaries that lost, by how long they had run
-	mu   sync.Mutex      // one replan at a time
+	done       [gens]histogram // primaries that answered, by latency
+	cut        [gens]histogram // primaries that lost, by how long they had run
+	mu         sync.Mutex      // one replan at a time
 }
 
 // Next returns the plan's delay for the first Hedges attempts, and -1
