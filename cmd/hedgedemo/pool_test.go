@@ -130,6 +130,17 @@ func collect(replies <-chan reply, n int) map[string]reply {
 	return got
 }
 
+// protocols are what the pool's tests run over: HTTP/1.1, where a client
+// that gives up closes its connection, and HTTP/2 without TLS, which the
+// sweep speaks, where it resets its stream.
+var protocols = []struct {
+	name      string
+	transport func(concurrency int) *http.Transport
+}{
+	{"HTTP/1.1", newTransport},
+	{"HTTP/2", newH2CTransport},
+}
+
 // TestPoolServesInArrivalOrder: with its one worker busy, the pool serves
 // the requests that wait for it in the order they came, each after the
 // one before it has finished.
@@ -166,50 +177,53 @@ func TestPoolServesInArrivalOrder(t *testing.T) {
 // waits leaves the queue and never runs; the worker goes to the next one.
 // It does so whether or not running work stops when cancelled.
 func TestPoolDropsCancelledWaiters(t *testing.T) {
-	for _, stopWork := range []bool{true, false} {
-		t.Run(fmt.Sprintf("stopwork=%v", stopWork), func(t *testing.T) {
-			checkNoLeaks(t)
-			tr := newTracer("a", "b", "c")
-			srv := tr.serve(t, loadHandler(tr.pool(1), stopWork, false, tr.work))
-			defer srv.close()
-			transport := newTransport(4)
-			defer transport.CloseIdleConnections()
-			client := &http.Client{Transport: transport}
-			replies := make(chan reply, 3)
+	for _, proto := range protocols {
+		for _, stopWork := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/stopwork=%v", proto.name, stopWork), func(t *testing.T) {
+				checkNoLeaks(t)
+				tr := newTracer("a", "b", "c")
+				srv := tr.serve(t, loadHandler(tr.pool(1), stopWork, false, tr.work))
+				defer srv.close()
+				transport := proto.transport(4)
+				defer transport.CloseIdleConnections()
+				client := &http.Client{Transport: transport}
+				replies := make(chan reply, 3)
 
-			send(t.Context(), client, srv, "a", replies)
-			expect(t, tr.events, "start a")
-			bCtx, cancelB := context.WithCancel(t.Context())
-			defer cancelB()
-			send(bCtx, client, srv, "b", replies)
-			expect(t, tr.events, "queued")
-			send(t.Context(), client, srv, "c", replies)
-			expect(t, tr.events, "queued")
+				send(t.Context(), client, srv, "a", replies)
+				expect(t, tr.events, "start a")
+				bCtx, cancelB := context.WithCancel(t.Context())
+				defer cancelB()
+				send(bCtx, client, srv, "b", replies)
+				expect(t, tr.events, "queued")
+				send(t.Context(), client, srv, "c", replies)
+				expect(t, tr.events, "queued")
 
-			cancelB()
-			expect(t, tr.events, "abandoned")
-			close(tr.gates["a"])
-			expect(t, tr.events, "done a", "start c")
-			close(tr.gates["c"])
-			expect(t, tr.events, "done c")
+				cancelB()
+				expect(t, tr.events, "abandoned")
+				close(tr.gates["a"])
+				expect(t, tr.events, "done a", "start c")
+				close(tr.gates["c"])
+				expect(t, tr.events, "done c")
 
-			got := collect(replies, 3)
-			if !errors.Is(got["b"].err, context.Canceled) {
-				t.Errorf("b: %d, %v; want context.Canceled", got["b"].status, got["b"].err)
-			}
-			for _, id := range []string{"a", "c"} {
-				if r := got[id]; r.err != nil || r.status != http.StatusOK {
-					t.Errorf("%s: %d, %v; want 200", id, r.status, r.err)
+				got := collect(replies, 3)
+				if !errors.Is(got["b"].err, context.Canceled) {
+					t.Errorf("b: %d, %v; want context.Canceled", got["b"].status, got["b"].err)
 				}
-			}
-			if err := srv.close(); err != nil {
-				t.Fatal(err)
-			}
-			close(tr.events)
-			for e := range tr.events {
-				t.Errorf("unexpected event %q: b must never start", e)
-			}
-		})
+				for _, id := range []string{"a", "c"} {
+					if r := got[id]; r.err != nil || r.status != http.StatusOK {
+						t.Errorf("%s: %d, %v; want 200", id, r.status, r.err)
+					}
+				}
+				transport.CloseIdleConnections() // or an HTTP/2 server waits a second for the client to go
+				if err := srv.close(); err != nil {
+					t.Fatal(err)
+				}
+				close(tr.events)
+				for e := range tr.events {
+					t.Errorf("unexpected event %q: b must never start", e)
+				}
+			})
+		}
 	}
 }
 
@@ -217,45 +231,47 @@ func TestPoolDropsCancelledWaiters(t *testing.T) {
 // up, -stopwork decides whether its work stops at once, handing the worker
 // to the next request, or runs to the end first.
 func TestPoolRunningWorkOnCancel(t *testing.T) {
-	for _, stopWork := range []bool{true, false} {
-		t.Run(fmt.Sprintf("stopwork=%v", stopWork), func(t *testing.T) {
-			checkNoLeaks(t)
-			tr := newTracer("a", "b")
-			srv := tr.serve(t, loadHandler(tr.pool(1), stopWork, false, tr.work))
-			defer srv.close()
-			transport := newTransport(4)
-			defer transport.CloseIdleConnections()
-			client := &http.Client{Transport: transport}
-			replies := make(chan reply, 2)
+	for _, proto := range protocols {
+		for _, stopWork := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/stopwork=%v", proto.name, stopWork), func(t *testing.T) {
+				checkNoLeaks(t)
+				tr := newTracer("a", "b")
+				srv := tr.serve(t, loadHandler(tr.pool(1), stopWork, false, tr.work))
+				defer srv.close()
+				transport := proto.transport(4)
+				defer transport.CloseIdleConnections()
+				client := &http.Client{Transport: transport}
+				replies := make(chan reply, 2)
 
-			aCtx, cancelA := context.WithCancel(t.Context())
-			defer cancelA()
-			send(aCtx, client, srv, "a", replies)
-			expect(t, tr.events, "start a")
-			send(t.Context(), client, srv, "b", replies)
-			expect(t, tr.events, "queued")
+				aCtx, cancelA := context.WithCancel(t.Context())
+				defer cancelA()
+				send(aCtx, client, srv, "a", replies)
+				expect(t, tr.events, "start a")
+				send(t.Context(), client, srv, "b", replies)
+				expect(t, tr.events, "queued")
 
-			cancelA()
-			if stopWork {
-				expect(t, tr.events, "stop a", "start b")
-			} else {
-				// The server has seen a's client go, and a works on:
-				// once its gate opens, it finishes before b starts.
-				expect(t, tr.gone, "a")
-				close(tr.gates["a"])
-				expect(t, tr.events, "done a", "start b")
-			}
-			close(tr.gates["b"])
-			expect(t, tr.events, "done b")
+				cancelA()
+				if stopWork {
+					expect(t, tr.events, "stop a", "start b")
+				} else {
+					// The server has seen a's client go, and a works on:
+					// once its gate opens, it finishes before b starts.
+					expect(t, tr.gone, "a")
+					close(tr.gates["a"])
+					expect(t, tr.events, "done a", "start b")
+				}
+				close(tr.gates["b"])
+				expect(t, tr.events, "done b")
 
-			got := collect(replies, 2)
-			if !errors.Is(got["a"].err, context.Canceled) {
-				t.Errorf("a: %d, %v; want context.Canceled", got["a"].status, got["a"].err)
-			}
-			if r := got["b"]; r.err != nil || r.status != http.StatusOK {
-				t.Errorf("b: %d, %v; want 200", r.status, r.err)
-			}
-		})
+				got := collect(replies, 2)
+				if !errors.Is(got["a"].err, context.Canceled) {
+					t.Errorf("a: %d, %v; want context.Canceled", got["a"].status, got["a"].err)
+				}
+				if r := got["b"]; r.err != nil || r.status != http.StatusOK {
+					t.Errorf("b: %d, %v; want 200", r.status, r.err)
+				}
+			})
+		}
 	}
 }
 

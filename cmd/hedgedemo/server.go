@@ -105,7 +105,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// listen serves h on a free loopback port.
+// listen serves h on a free loopback port, over HTTP/1.1 and over HTTP/2
+// without TLS, whichever the client speaks.
 func listen(h http.Handler) (*server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -115,7 +116,9 @@ func listen(h http.Handler) (*server, error) {
 	s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.requests.Add(1)
 		h.ServeHTTP(w, r)
-	})}
+	}), Protocols: new(http.Protocols)}
+	s.http.Protocols.SetHTTP1(true)
+	s.http.Protocols.SetUnencryptedHTTP2(true)
 	go func() { s.served <- s.http.Serve(ln) }()
 	return s, nil
 }
