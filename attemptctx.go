@@ -3,11 +3,10 @@ package hedge
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/tailcut/hedge/internal/winner"
 )
 
 // attemptCtx is the context one attempt runs under. Do builds it by hand
@@ -186,11 +185,12 @@ func (a *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 	}
 }
 
+// removeHook removes h from hooks. slices.Delete clears the slot it
+// vacates: a removed hook's func closes over the context it watched, and
+// a stale pointer past the slice's length would keep that alive.
 func removeHook(hooks []*hook, h *hook) ([]*hook, bool) {
-	for i, x := range hooks {
-		if x == h {
-			return append(hooks[:i], hooks[i+1:]...), true
-		}
+	if i := slices.Index(hooks, h); i >= 0 {
+		return slices.Delete(hooks, i, i+1), true
 	}
 	return hooks, false
 }
@@ -393,18 +393,4 @@ func Attempt(ctx context.Context) int {
 		return n
 	}
 	return 0
-}
-
-func init() {
-	winner.Release = func(ctx context.Context) {
-		if a, ok := ctx.(*attemptCtx); ok && a.isDetached() {
-			a.cancel(context.Canceled, context.Canceled)
-		}
-	}
-}
-
-func (a *attemptCtx) isDetached() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.detached
 }
