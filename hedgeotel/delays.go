@@ -61,7 +61,7 @@ func WithKeyed(k *hedge.Keyed) Option {
 func (o *Observer) observeDelays(_ context.Context, obs metric.Observer) error {
 	for _, w := range o.watch {
 		if w.one != nil {
-			obs.ObserveFloat64(o.delayGauge, seconds(w.one.Current()), o.keys.of(w.key).gauge...)
+			obs.ObserveFloat64(o.delay, seconds(w.one.Current()), o.keys.of(w.key).plain...)
 			continue
 		}
 		// Range passes the overflow delay last, under "", after the keys
@@ -77,7 +77,7 @@ func (o *Observer) observeDelays(_ context.Context, obs metric.Observer) error {
 			}
 			seen++
 			if c, ok := d.(CurrentDelay); ok {
-				obs.ObserveFloat64(o.delayGauge, seconds(c.Current()), o.keys.of(key).gauge...)
+				obs.ObserveFloat64(o.delay, seconds(c.Current()), o.keys.of(key).plain...)
 			}
 			return true
 		})

@@ -13,27 +13,33 @@
 //
 // It records, under the meter "github.com/tailcut/hedge/hedgeotel":
 //
-//	hedge.call.duration          histogram, s      hedge.key, hedge.outcome
-//	hedge.call.attempts          histogram         hedge.key, hedge.outcome
-//	hedge.call.hedges            counter           hedge.key
-//	hedge.call.wins              counter           hedge.key, hedge.winner
-//	hedge.call.budget_refusals   counter           hedge.key
-//	hedge.call.deadline_skips    counter           hedge.key
-//	hedge.delay                  gauge, s          hedge.key
-//	hedge.breaker.opens          counter           hedge.key
+//	hedge.call.duration          histogram, s   hedge.key, hedge.outcome
+//	hedge.call.attempts          counter        hedge.key
+//	hedge.call.hedges            counter        hedge.key
+//	hedge.call.hedged            counter        hedge.key
+//	hedge.call.wins              counter        hedge.key, hedge.winner
+//	hedge.call.budget_refusals   counter        hedge.key
+//	hedge.call.deadline_skips    counter        hedge.key
+//	hedge.breaker.opens          counter        hedge.key
+//	hedge.delay                  gauge, s       hedge.key
 //
-// hedge.call.attempts is what a call cost upstream (its mean is the
-// amplification), hedge.call.hedges the extra attempts (gRFC A96 counts
-// them as grpc.client.call.retries), and hedge.call.wins the calls that
-// returned an accepted answer, by the attempt that gave it: the win rate
-// is wins with hedge.winner ≥ 1 over calls with more than one attempt.
-// Durations are in seconds, with the explicit buckets of gRFC A66.
+// The duration histogram counts the calls, with the explicit buckets of
+// gRFC A66, in seconds. Over them, hedge.call.attempts is what hedging
+// costs upstream (attempts per call, 1 without hedging), hedge.call.hedged
+// the share of calls that hedged, and hedge.call.hedges the attempts
+// after the primary (gRFC A96 counts them as grpc.client.call.retries).
+// hedge.call.wins counts the calls that returned an accepted answer, by
+// the attempt that gave it: the win rate is the wins with hedge.winner ≥ 1
+// over hedge.call.hedged. hedge.delay shows where learned delays stand,
+// and hedge.breaker.opens when a breaker switched a route's hedging off.
 //
 // Every attribute has few values: hedge.key is the route or method that
 // a Key function names (past MaxKeys of them, "other"), hedge.outcome is
 // one of accept, retryable, terminal and canceled, hedge.winner an
 // attempt number below hedge.MaxAttemptsLimit. Attribute sets are made
-// once per key, so observing a call allocates nothing.
+// once per key, and a call costs one histogram measurement and a few
+// atomic adds, read by observable counters at collection: observing a
+// call allocates nothing and takes about 160ns with the SDK.
 //
 // Traces come from the spans that otelhttp and otelgrpc already make for
 // every attempt: AttemptTransport (for HTTP) and the hedgeotelgrpc

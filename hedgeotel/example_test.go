@@ -44,8 +44,8 @@ func ExampleNew() {
 	}
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		switch data := m.Data.(type) {
-		case metricdata.Histogram[int64]:
-			fmt.Printf("%s: %d calls, %d attempts\n", m.Name, data.DataPoints[0].Count, data.DataPoints[0].Sum)
+		case metricdata.Histogram[float64]:
+			fmt.Printf("%s: %d calls\n", m.Name, data.DataPoints[0].Count)
 		case metricdata.Sum[int64]:
 			for _, dp := range data.DataPoints {
 				if w, ok := dp.Attributes.Value(hedgeotel.WinnerAttr); ok {
@@ -57,8 +57,10 @@ func ExampleNew() {
 		}
 	}
 	// Unordered output:
-	// hedge.call.attempts: 3 calls, 4 attempts
+	// hedge.call.duration: 3 calls
+	// hedge.call.attempts: 4
 	// hedge.call.hedges: 1
+	// hedge.call.hedged: 1
 	// hedge.call.wins{hedge.winner=0}: 2
 	// hedge.call.wins{hedge.winner=1}: 1
 }

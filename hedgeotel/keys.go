@@ -51,14 +51,18 @@ func outcomeIndex(o hedge.Outcome) int {
 	return int(o)
 }
 
-// keyed holds one key's measurement options, each made once: a
-// measurement passes a slice of them as it is, so recording allocates
-// neither a Set nor a variadic slice.
+// keyed is one key's counts and measurement options. The options are
+// made once, and a measurement passes a slice of them as it is, so
+// recording allocates neither a Set nor a variadic slice. The counters
+// are atomic: only the duration goes through the SDK on a call's path,
+// and the counters reach it at collection, through observable counters.
 type keyed struct {
 	calls [len(outcomeNames)][]metric.RecordOption // hedge.key, hedge.outcome
-	add   []metric.AddOption                       // hedge.key
-	wins  [hedge.MaxAttemptsLimit][]metric.AddOption
-	gauge []metric.ObserveOption // hedge.key
+	plain []metric.ObserveOption                   // hedge.key
+	won   [hedge.MaxAttemptsLimit][]metric.ObserveOption
+
+	attempts, hedges, hedged, refusals, skips, opens atomic.Int64
+	wins                                             [hedge.MaxAttemptsLimit]atomic.Int64
 }
 
 func newKeyed(name string, extra []attribute.KeyValue) *keyed {
@@ -73,11 +77,9 @@ func newKeyed(name string, extra []attribute.KeyValue) *keyed {
 	for o, n := range outcomeNames {
 		k.calls[o] = []metric.RecordOption{set(OutcomeAttr.String(n))}
 	}
-	plain := set()
-	k.add = []metric.AddOption{plain}
-	k.gauge = []metric.ObserveOption{plain}
-	for w := range k.wins {
-		k.wins[w] = []metric.AddOption{set(WinnerAttr.Int(w))}
+	k.plain = []metric.ObserveOption{set()}
+	for w := range k.won {
+		k.won[w] = []metric.ObserveOption{set(WinnerAttr.Int(w))}
 	}
 	return k
 }
@@ -125,4 +127,13 @@ func (ks *keys) add(name string) *keyed {
 	known[name] = k
 	ks.known.Store(&known)
 	return k
+}
+
+// each calls f with every key that has counts: the known ones and
+// "other".
+func (ks *keys) each(f func(*keyed)) {
+	for _, k := range *ks.known.Load() {
+		f(k)
+	}
+	f(ks.other)
 }

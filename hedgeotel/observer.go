@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -23,16 +24,6 @@ var latencyBuckets = []float64{0, 0.00001, 0.00005, 0.0001, 0.0003, 0.0006, 0.00
 	0.002, 0.003, 0.004, 0.005, 0.006, 0.008, 0.01, 0.013, 0.016, 0.02, 0.025, 0.03, 0.04, 0.05,
 	0.065, 0.08, 0.1, 0.13, 0.16, 0.2, 0.25, 0.3, 0.4, 0.5, 0.65, 0.8, 1, 2, 5, 10, 20, 50, 100}
 
-// attemptBuckets give every possible count of attempts a bucket of its
-// own.
-var attemptBuckets = func() []float64 {
-	b := make([]float64, hedge.MaxAttemptsLimit)
-	for i := range b {
-		b[i] = float64(i + 1)
-	}
-	return b
-}()
-
 // ErrInvalidOption is what New's error wraps when an option is out of
 // range.
 var ErrInvalidOption = errors.New("hedgeotel: invalid option")
@@ -40,7 +31,10 @@ var ErrInvalidOption = errors.New("hedgeotel: invalid option")
 // Observer is a hedge.Observer that records every call's Report as
 // OpenTelemetry metrics (the package doc lists them). Make one with New
 // and share it: between policies, Transports and gRPC channels, as long
-// as their keys do not collide. It is safe for concurrent use. Observe
+// as their keys do not collide. It is safe for concurrent use.
+//
+// A call costs one histogram measurement, its duration, and a few atomic
+// adds: the counters are observable, read at collection. Observe
 // allocates nothing once a key has been seen; the first call of a new key
 // makes its attribute sets. A nil or zero Observer records nothing.
 type Observer struct {
@@ -48,14 +42,10 @@ type Observer struct {
 	keys  *keys
 	watch []watched
 
-	duration   metric.Float64Histogram
-	attempts   metric.Int64Histogram
-	hedges     metric.Int64Counter
-	wins       metric.Int64Counter
-	refusals   metric.Int64Counter
-	skips      metric.Int64Counter
-	opens      metric.Int64Counter
-	delayGauge metric.Float64ObservableGauge
+	duration                                        metric.Float64Histogram
+	attempts, hedges, hedged, wins, refusals, skips metric.Int64ObservableCounter
+	opens                                           metric.Int64ObservableCounter
+	delay                                           metric.Float64ObservableGauge
 }
 
 // Option configures New.
@@ -131,31 +121,40 @@ func New(opts ...Option) (*Observer, error) {
 	}
 	m := c.mp.Meter(ScopeName)
 	o := &Observer{key: c.key, keys: newKeys(c.maxKeys, c.attrs), watch: c.watch}
-	var errs [9]error
-	o.duration, errs[0] = m.Float64Histogram("hedge.call.duration", metric.WithUnit("s"),
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
+		inst, err := m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return inst
+	}
+	var err error
+	o.duration, err = m.Float64Histogram("hedge.call.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long hedged calls took, from the start of Do to its return, every attempt included."),
 		metric.WithExplicitBucketBoundaries(latencyBuckets...))
-	o.attempts, errs[1] = m.Int64Histogram("hedge.call.attempts", metric.WithUnit("{attempt}"),
-		metric.WithDescription("Attempts each call started, the primary included: its mean is the load hedging multiplies the upstream's by."),
-		metric.WithExplicitBucketBoundaries(attemptBuckets...))
-	o.hedges, errs[2] = m.Int64Counter("hedge.call.hedges", metric.WithUnit("{attempt}"),
-		metric.WithDescription("Attempts started after the primary: hedges, and retries after retryable results."))
-	o.wins, errs[3] = m.Int64Counter("hedge.call.wins", metric.WithUnit("{call}"),
-		metric.WithDescription("Calls that returned an accepted answer, by the attempt that gave it (hedge.winner, 0 for the primary)."))
-	o.refusals, errs[4] = m.Int64Counter("hedge.call.budget_refusals", metric.WithUnit("{attempt}"),
-		metric.WithDescription("Attempts after the primary that the budget refused."))
-	o.skips, errs[5] = m.Int64Counter("hedge.call.deadline_skips", metric.WithUnit("{attempt}"),
-		metric.WithDescription("Attempts after the primary not started because too little of the deadline was left for them to help."))
-	o.opens, errs[6] = m.Int64Counter("hedge.breaker.opens", metric.WithUnit("{open}"),
-		metric.WithDescription("Times a hedge.Breaker opened and stopped a key's hedges."))
+	errs = append(errs, err)
+	o.attempts = counter("hedge.call.attempts", "{attempt}",
+		"Attempts started, primaries included: over the calls, the load hedging multiplies the upstream's by.")
+	o.hedges = counter("hedge.call.hedges", "{attempt}",
+		"Attempts started after the primary: hedges, and retries after retryable results.")
+	o.hedged = counter("hedge.call.hedged", "{call}", "Calls that started more than one attempt.")
+	o.wins = counter("hedge.call.wins", "{call}",
+		"Calls that returned an accepted answer, by the attempt that gave it (hedge.winner, 0 for the primary).")
+	o.refusals = counter("hedge.call.budget_refusals", "{attempt}",
+		"Attempts after the primary that the budget refused.")
+	o.skips = counter("hedge.call.deadline_skips", "{attempt}",
+		"Attempts after the primary not started because too little of the deadline was left for them to help.")
+	o.opens = counter("hedge.breaker.opens", "{open}", "Times a hedge.Breaker opened and stopped a key's hedges.")
+	observables := []metric.Observable{o.attempts, o.hedges, o.hedged, o.wins, o.refusals, o.skips, o.opens}
 	if len(o.watch) > 0 {
-		o.delayGauge, errs[7] = m.Float64ObservableGauge("hedge.delay", metric.WithUnit("s"),
+		o.delay, err = m.Float64ObservableGauge("hedge.delay", metric.WithUnit("s"),
 			metric.WithDescription("The delay a learned delay source hedges at now; -1 when it sends no hedge."))
-		if errs[7] == nil {
-			_, errs[8] = m.RegisterCallback(o.observeDelays, o.delayGauge)
-		}
+		errs = append(errs, err)
+		observables = append(observables, o.delay)
 	}
-	if err := errors.Join(errs[:]...); err != nil {
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if _, err := m.RegisterCallback(o.collect, observables...); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -167,21 +166,44 @@ func (o *Observer) Observe(ctx context.Context, r hedge.Report) {
 		return
 	}
 	k := o.keyOf(ctx)
-	call := k.calls[outcomeIndex(r.Outcome)]
-	o.duration.Record(ctx, r.Elapsed.Seconds(), call...)
-	o.attempts.Record(ctx, int64(r.Attempts), call...)
+	o.duration.Record(ctx, r.Elapsed.Seconds(), k.calls[outcomeIndex(r.Outcome)]...)
+	k.attempts.Add(int64(r.Attempts))
 	if r.Attempts > 1 {
-		o.hedges.Add(ctx, int64(r.Attempts-1), k.add...)
+		k.hedges.Add(int64(r.Attempts - 1))
+		k.hedged.Add(1)
 	}
 	if r.Outcome == hedge.Accept && r.Winner >= 0 && r.Winner < len(k.wins) {
-		o.wins.Add(ctx, 1, k.wins[r.Winner]...)
+		k.wins[r.Winner].Add(1)
 	}
 	if r.BudgetRefusals > 0 {
-		o.refusals.Add(ctx, int64(r.BudgetRefusals), k.add...)
+		k.refusals.Add(int64(r.BudgetRefusals))
 	}
 	if r.DeadlineSkips > 0 {
-		o.skips.Add(ctx, int64(r.DeadlineSkips), k.add...)
+		k.skips.Add(int64(r.DeadlineSkips))
 	}
+}
+
+// collect reports the counters and the watched delays. It runs at
+// collection, not on any call's path. A counter that is still zero is
+// left out, as a synchronous counter never added to would be.
+func (o *Observer) collect(ctx context.Context, obs metric.Observer) error {
+	o.keys.each(func(k *keyed) {
+		for _, c := range []struct {
+			inst metric.Int64ObservableCounter
+			n    *atomic.Int64
+		}{{o.attempts, &k.attempts}, {o.hedges, &k.hedges}, {o.hedged, &k.hedged},
+			{o.refusals, &k.refusals}, {o.skips, &k.skips}, {o.opens, &k.opens}} {
+			if n := c.n.Load(); n > 0 {
+				obs.ObserveInt64(c.inst, n, k.plain...)
+			}
+		}
+		for w := range k.wins {
+			if n := k.wins[w].Load(); n > 0 {
+				obs.ObserveInt64(o.wins, n, k.won[w]...)
+			}
+		}
+	})
+	return o.observeDelays(ctx, obs)
 }
 
 // BreakerOpened counts one opening of a breaker for key: pass it as a
@@ -191,7 +213,7 @@ func (o *Observer) BreakerOpened(key string) {
 	if o == nil || o.keys == nil {
 		return
 	}
-	o.opens.Add(context.Background(), 1, o.keys.of(key).add...)
+	o.keys.of(key).opens.Add(1)
 }
 
 func (o *Observer) keyOf(ctx context.Context) *keyed {

@@ -132,10 +132,7 @@ func counter(name, unit, desc string, points ...metricdata.DataPoint[int64]) met
 	}}
 }
 
-var (
-	latency  = []float64{0, 0.00001, 0.00005, 0.0001, 0.0003, 0.0006, 0.0008, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.008, 0.01, 0.013, 0.016, 0.02, 0.025, 0.03, 0.04, 0.05, 0.065, 0.08, 0.1, 0.13, 0.16, 0.2, 0.25, 0.3, 0.4, 0.5, 0.65, 0.8, 1, 2, 5, 10, 20, 50, 100}
-	attempts = []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-)
+var latency = []float64{0, 0.00001, 0.00005, 0.0001, 0.0003, 0.0006, 0.0008, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.008, 0.01, 0.013, 0.016, 0.02, 0.025, 0.03, 0.04, 0.05, 0.065, 0.08, 0.1, 0.13, 0.16, 0.2, 0.25, 0.3, 0.4, 0.5, 0.65, 0.8, 1, 2, 5, 10, 20, 50, 100}
 
 // The Observer records each call of a scripted run, in virtual time, as
 // exact durations, attempts, hedges, wins by attempt, budget refusals and
@@ -183,16 +180,11 @@ func TestObserverRecordsCalls(t *testing.T) {
 					hist(attrs("hedge.outcome", "accept"), latency, 0.001),
 					hist(attrs("hedge.key", "c", "hedge.outcome", "canceled"), latency, 0.015),
 				}}},
-			{Name: "hedge.call.attempts", Unit: "{attempt}",
-				Description: "Attempts each call started, the primary included: its mean is the load hedging multiplies the upstream's by.",
-				Data: metricdata.Histogram[int64]{Temporality: metricdata.CumulativeTemporality, DataPoints: []metricdata.HistogramDataPoint[int64]{
-					hist[int64](attrs("hedge.key", "a", "hedge.outcome", "accept"), attempts, 1, 2, 2),
-					hist[int64](attrs("hedge.key", "b", "hedge.outcome", "terminal"), attempts, 1),
-					hist[int64](attrs("hedge.key", "b", "hedge.outcome", "accept"), attempts, 1, 1),
-					hist[int64](attrs("hedge.outcome", "accept"), attempts, 1),
-					hist[int64](attrs("hedge.key", "c", "hedge.outcome", "canceled"), attempts, 2),
-				}}},
+			counter("hedge.call.attempts", "{attempt}", "Attempts started, primaries included: over the calls, the load hedging multiplies the upstream's by.",
+				sum(attrs("hedge.key", "a"), 5), sum(attrs("hedge.key", "b"), 3), sum(attrs(), 1), sum(attrs("hedge.key", "c"), 2)),
 			counter("hedge.call.hedges", "{attempt}", "Attempts started after the primary: hedges, and retries after retryable results.",
+				sum(attrs("hedge.key", "a"), 2), sum(attrs("hedge.key", "c"), 1)),
+			counter("hedge.call.hedged", "{call}", "Calls that started more than one attempt.",
 				sum(attrs("hedge.key", "a"), 2), sum(attrs("hedge.key", "c"), 1)),
 			counter("hedge.call.wins", "{call}", "Calls that returned an accepted answer, by the attempt that gave it (hedge.winner, 0 for the primary).",
 				sum(attrs("hedge.key", "a", "hedge.winner", 0), 1),
