@@ -71,11 +71,12 @@ type WinRateConfig struct {
 // is accepted.
 //
 // So while a key's hedges win at a rate w ≥ MinWinRate, each hedge pays
-// for itself on average, the credit stays near Burst, and the budget
-// refuses nothing: a policy behaves exactly as it would without it.
-// (Burst bounds only how many hedges are granted in a row before a win is
-// reported, which matters when many calls hedge at once before any hedge
-// has answered, as after a cold start.) When w falls below
+// for itself on average and the credit stays near Burst. The budget then
+// refuses a hedge only after about Burst hedges in a row have gone unpaid,
+// which a win rate well above MinWinRate makes rare: where nine hedges in
+// ten win, a policy behaves exactly as it would without the budget. (Size
+// Burst above the hedges one key may send before any of them answers, as
+// many calls at once after a cold start do.) When w falls below
 // MinWinRate, the credit runs out within about Burst / (h·(1 −
 // w/MinWinRate) − Probe) calls, h being the share of calls that ask for a
 // hedge, and the hedges granted then settle at
@@ -84,16 +85,18 @@ type WinRateConfig struct {
 //
 // 0.01 at the defaults when no hedge wins, 0.02 when hedges win at half of
 // MinWinRate. Once hedges win again at w > MinWinRate, the probe hedges
-// find it: the first win comes after about 1/(Probe·w) calls (111 at the
-// defaults and w = 0.9, if at least one call in a hundred asks for a
-// hedge), and from then on each granted hedge adds w/MinWinRate − 1 hedges
-// of credit on average (8 at the defaults), so the credit grows back
-// geometrically, to Burst within a few dozen hedges.
+// find out: with one probe hedge every 1/Probe calls, the first win comes
+// after about 1/(Probe·w) calls (111 at the defaults and w = 0.9), and
+// from then on each granted hedge adds w/MinWinRate − 1 hedges of credit
+// on average (8 at the defaults), so the credit grows back geometrically,
+// to Burst within a few dozen hedges.
 //
 // A win is what Do reports: Accept for a hedge means its answer was taken.
-// The budget does not know by how much a hedge won, so MinWinRate is the
-// knob: at 0.1 a hedge that wins one time in ten keeps hedging on, which
-// cuts that share of the tail beyond the delay for ten times its load.
+// The budget cannot tell by how much a hedge won, so MinWinRate is the
+// price of a win: at 0.1, every ten hedges must answer at least one call
+// sooner. A higher MinWinRate backs off sooner where hedges win only now
+// and then, as on a saturated upstream where a hedge sometimes wins by
+// skipping a queue that it lengthens for every other call.
 //
 // The zero value refuses every hedge, as every budget's does; make a
 // WinRateBudget with NewWinRateBudget. A WinRateBudget is safe for
