@@ -342,6 +342,22 @@ func TestBudgetContentionWinRate(t *testing.T) {
 			}
 		}
 	})
+	t.Run("AllOf gives back every grant another budget refused", func(t *testing.T) {
+		b := newWinRate(t, hedge.WinRateConfig{Burst: 10})
+		none, _ := hedge.NewInflightLimit(0)
+		all := hedge.AllOf(b, none)
+		var granted atomic.Int64
+		budgetRace(budgetRacers, func(int) {
+			for range 10 {
+				if all.Allow(ctx, 1) {
+					granted.Add(1)
+				}
+			}
+		})
+		if g, c := granted.Load(), b.Credit(ctx); g != 0 || c != 10 {
+			t.Fatalf("%d granted, credit %v; want 0 and still 10", g, c)
+		}
+	})
 	t.Run("Burst caps the credit whatever the interleaving", func(t *testing.T) {
 		b := newWinRate(t, hedge.WinRateConfig{Burst: 5})
 		budgetRace(budgetRacers, func(i int) {
