@@ -32,7 +32,7 @@ func TestSummarizeLoad(t *testing.T) {
 	}
 	got := summarizeLoad("p", 0.5, calls)
 	want := loadRow{name: "p", rho: 0.5, p50: 30 * ms, p99: 500 * ms, calls: 5,
-		attempts: 9.0 / 5, hedgeRate: 4.0 / 5, winRate: 1.0 / 4, shed: 1.0 / 5, failed: 1, firstErr: boom}
+		attempts: 9.0 / 5, hedgeRate: 4.0 / 5, winRate: 1.0 / 4, shed: 1.0 / 4, failed: 1, firstErr: boom}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(loadRow{}), cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {
 		t.Errorf("summarizeLoad (-want +got):\n%s", diff)
 	}
@@ -45,12 +45,12 @@ func TestPrintLoadTable(t *testing.T) {
 	rows := []loadRow{
 		{name: "no hedging", rho: 0.3, p50: 7400 * time.Microsecond, p99: 113 * ms, calls: 1000, attempts: 1},
 		{name: "hedge after 10ms", rho: 0.3, p50: 7 * ms, p99: 22 * ms, calls: 1000, attempts: 1.13,
-			hedgeRate: 0.13, winRate: 0.6667, shed: 0.02, delay: 10 * ms},
+			hedgeRate: 0.13, winRate: 0.6667, shed: 0.154, delay: 10 * ms},
 		{name: "Percentile{Quantile: 0.9}", rho: 0.3, p50: 7 * ms, p99: 28 * ms, calls: 1000, attempts: 1.09,
 			hedgeRate: 0.09, winRate: 0.926, delay: 17640 * time.Microsecond},
 		{name: "no hedging", rho: 0.95, p50: 27 * ms, p99: 139 * ms, calls: 1000, attempts: 1},
 		{name: "hedge after 10ms", rho: 0.95, p50: 679 * ms, p99: 1917 * ms, calls: 1000, attempts: 2,
-			hedgeRate: 1, failed: 12, firstErr: errors.New("context deadline exceeded"), delay: 10 * ms},
+			hedgeRate: 1, shed: 0.5, failed: 12, firstErr: errors.New("context deadline exceeded"), delay: 10 * ms},
 	}
 	tests := []struct {
 		name     string
@@ -68,13 +68,13 @@ hedge after 10ms           0.95  679ms  1.917s          2.00x      100.0%      0
 ρ 0.95 hedge after 10ms: 12 of 1000 calls failed, first: context deadline exceeded
 `},
 		{"with shedding", true, `
-                              ρ    p50     p99  attempts/call  hedge rate  win rate  shed   delay
-no hedging                  0.3    7ms   113ms          1.00x        0.0%         -  0.0%       -
-hedge after 10ms            0.3    7ms    22ms          1.13x       13.0%     66.7%  2.0%    10ms
-Percentile{Quantile: 0.9}   0.3    7ms    28ms          1.09x        9.0%     92.6%  0.0%  17.6ms
+                              ρ    p50     p99  attempts/call  hedge rate  win rate  hedges shed   delay
+no hedging                  0.3    7ms   113ms          1.00x        0.0%         -         0.0%       -
+hedge after 10ms            0.3    7ms    22ms          1.13x       13.0%     66.7%        15.4%    10ms
+Percentile{Quantile: 0.9}   0.3    7ms    28ms          1.09x        9.0%     92.6%         0.0%  17.6ms
 
-no hedging                 0.95   27ms   139ms          1.00x        0.0%         -  0.0%       -
-hedge after 10ms           0.95  679ms  1.917s          2.00x      100.0%      0.0%  0.0%    10ms
+no hedging                 0.95   27ms   139ms          1.00x        0.0%         -         0.0%       -
+hedge after 10ms           0.95  679ms  1.917s          2.00x      100.0%      0.0%        50.0%    10ms
 ρ 0.95 hedge after 10ms: 12 of 1000 calls failed, first: context deadline exceeded
 `},
 	}
@@ -123,7 +123,7 @@ func TestRunLoad(t *testing.T) {
 			header := strings.Fields(lines[2])
 			wantHeader := []string{"ρ", "p50", "p99", "attempts/call", "hedge", "rate", "win", "rate", "delay"}
 			if lc.shed {
-				wantHeader = []string{"ρ", "p50", "p99", "attempts/call", "hedge", "rate", "win", "rate", "shed", "delay"}
+				wantHeader = []string{"ρ", "p50", "p99", "attempts/call", "hedge", "rate", "win", "rate", "hedges", "shed", "delay"}
 			}
 			if diff := cmp.Diff(wantHeader, header); diff != "" {
 				t.Errorf("header (-want +got):\n%s", diff)

@@ -17,7 +17,7 @@ type loadRow struct {
 	attempts  float64 // attempts sent per call, shed ones included
 	hedgeRate float64 // share of calls that sent a hedge
 	winRate   float64 // share of those a hedge won; 0 if none was sent
-	shed      float64 // attempts a Shedder turned away, per call
+	shed      float64 // share of the hedges sent that a Shedder turned away
 	failed    int
 	firstErr  error
 	// delay is the policy's delay for the first hedge once the calls were
@@ -57,7 +57,9 @@ func summarizeLoad(name string, rho float64, calls []callTally) loadRow {
 	n := float64(len(calls))
 	r.attempts = float64(sent) / n
 	r.hedgeRate = float64(hedged) / n
-	r.shed = float64(shed) / n
+	if hedges := sent - len(calls); hedges > 0 {
+		r.shed = float64(shed) / float64(hedges)
+	}
 	if hedged > 0 {
 		r.winRate = float64(won) / float64(hedged)
 	}
@@ -65,11 +67,12 @@ func summarizeLoad(name string, rho float64, calls []callTally) loadRow {
 }
 
 // printLoadTable writes rows as a table, a blank line between loads, and
-// then the failures. The shed column is there if withShed is set.
+// then the failures. The column of hedges shed is there if withShed is
+// set.
 func printLoadTable(w io.Writer, withShed bool, rows []loadRow) error {
 	header := []string{"", "ρ", "p50", "p99", "attempts/call", "hedge rate", "win rate"}
 	if withShed {
-		header = append(header, "shed")
+		header = append(header, "hedges shed")
 	}
 	header = append(header, "delay")
 	cells := [][]string{header}

@@ -7,11 +7,14 @@
 //
 // With -load, the server has a fixed pool of workers and a FIFO queue in
 // front of them, so that a hedge costs the server what it would cost a
-// real one, and the demo sweeps the offered load: calls arrive as a
-// Poisson process at utilisations of 0.3 to 0.9, and each load is served
-// to each policy in turn.
+// real one: a worker, or a place in the queue ahead of another call. The
+// demo then sweeps the offered load: calls arrive as a Poisson process at
+// utilisations of 0.3 to 0.9, and each load is served afresh to each
+// policy. A request whose client has gone leaves the queue; one already
+// running runs to the end, unless -stopwork. -shed puts a
+// hedgehttp.Shedder in front of the pool.
 //
-//	go run ./cmd/hedgedemo -load [-workers 16] [-scale 0.2] [-shed] [-stopwork=false]
+//	go run ./cmd/hedgedemo -load [-workers 16] [-scale 0.2] [-shed] [-stopwork]
 package main
 
 import (
@@ -46,7 +49,7 @@ func main() {
 		slowFrac: 0.1,
 	}}
 	flag.IntVar(&cfg.calls, "calls", 1000, "calls to make in each run")
-	flag.IntVar(&cfg.concurrency, "concurrency", 50, "calls in flight at once")
+	flag.IntVar(&cfg.concurrency, "concurrency", 50, "calls in flight at once (without -load, whose calls arrive on a clock)")
 	flag.DurationVar(&cfg.delay, "delay", 50*time.Millisecond, "how long a call runs before it is hedged")
 	flag.DurationVar(&cfg.timeout, "timeout", 2*time.Second, "deadline of each call, hedges included")
 	flag.Var(&cfg.profile.fast, "fast", "latency range of a fast reply")
@@ -54,21 +57,21 @@ func main() {
 	flag.Float64Var(&cfg.profile.slowFrac, "slowfrac", cfg.profile.slowFrac, "fraction of replies that are slow")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the server's latency draws")
 	cfg.load.rhos = defaultRhos
-	flag.BoolVar(&cfg.sweep, "load", false, "sweep the offered load on a server with a worker pool, instead of the comparison above")
+	flag.BoolVar(&cfg.sweep, "load", false, "sweep the offered load on a server with a worker pool, instead of comparing policies at a fixed concurrency")
 	flag.IntVar(&cfg.load.warmup, "warmup", 1000, "with -load: calls before the -calls measured at each load and policy")
 	flag.IntVar(&cfg.load.workers, "workers", 16, "with -load: the server's workers")
 	flag.Float64Var(&cfg.load.scale, "scale", 0.2, "with -load: service times, -delay and -timeout, scaled by this factor so that the sweep takes about a minute")
-	flag.BoolVar(&cfg.load.stopWork, "stopwork", true, "with -load: a request whose client has gone stops its running work; false: it runs to the end on its worker")
+	flag.BoolVar(&cfg.load.stopWork, "stopwork", false, "with -load: a request whose client has gone stops its running work at once; by default it runs to the end on its worker, as a query a server cannot interrupt does")
 	flag.BoolVar(&cfg.load.shed, "shed", false, "with -load: hedgehttp.Shedder in front of the server sheds hedges while every worker is busy")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	main := run
+	demo := run
 	if cfg.sweep {
-		main = runLoad
+		demo = runLoad
 	}
-	if err := main(ctx, cfg, os.Stdout, os.Stderr); err != nil {
+	if err := demo(ctx, cfg, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "hedgedemo:", err)
 		os.Exit(1)
 	}
