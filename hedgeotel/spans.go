@@ -20,8 +20,9 @@ var attemptAttrs = func() (a [hedge.MaxAttemptsLimit][]attribute.KeyValue) {
 var supersededAttrs = []attribute.KeyValue{SupersededAttr.Bool(true)}
 
 // MarkAttempt sets hedge.attempt to k on span, if span is a client span
-// that records. AttemptTransport and hedgeotelgrpc.StatsHandler call it;
-// other instrumentation can too.
+// that records and k is below hedge.MaxAttemptsLimit. AttemptTransport
+// and hedgeotelgrpc.StatsHandler call it; other instrumentation can too.
+// Like the span's own methods, it may be called concurrently.
 func MarkAttempt(span trace.Span, k int) {
 	if k < 0 || k >= len(attemptAttrs) || !attemptSpan(span) {
 		return
