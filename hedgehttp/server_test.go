@@ -39,14 +39,7 @@ func TestHedgeWinsAndServerSeesLoserCancelled(t *testing.T) {
 					lost <- r.Context().Err()
 					return
 				}
-				// Only a loser that reached the server can be seen cancelled
-				// there: the hedge answers once the primary has, however
-				// slowly the primary's connection came up.
-				select {
-				case <-primaryIn:
-				case <-time.After(10 * time.Second):
-					t.Error("the primary never reached the server")
-				}
+				awaitPrimary(t, primaryIn)
 				fmt.Fprint(w, "from attempt 1")
 			}))
 			tr := &hedgehttp.Transport{Base: base, Delay: hedge.Fixed(5 * ms), AttemptHeader: attemptHeader}
@@ -66,6 +59,18 @@ func TestHedgeWinsAndServerSeesLoserCancelled(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// awaitPrimary holds a hedge's handler until the primary's handler has
+// closed in. Only a loser that reached the server can be seen cancelled
+// there, so the hedge answers once the primary has, however late a busy
+// machine sent it. The bound only keeps a broken test from hanging.
+func awaitPrimary(t *testing.T, in <-chan struct{}) {
+	select {
+	case <-in:
+	case <-time.After(10 * time.Second):
+		t.Error("the primary never reached the server")
 	}
 }
 
@@ -276,12 +281,15 @@ func TestSlowLargeBodyReadsAfterReturn(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			returned := make(chan struct{})
 			lost := make(chan error, 1)
+			primaryIn := make(chan struct{})
 			url, base := p.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if attemptOf(r) == 0 {
+					close(primaryIn)
 					<-r.Context().Done()
 					lost <- r.Context().Err()
 					return
 				}
+				awaitPrimary(t, primaryIn)
 				w.Write(want[:chunk])
 				w.(http.Flusher).Flush()
 				select {
@@ -317,8 +325,12 @@ func TestCallerCancelReachesBodyAfterReturn(t *testing.T) {
 	for _, p := range protos {
 		t.Run(p.name, func(t *testing.T) {
 			ended := make(chan error, 2)
+			primaryIn := make(chan struct{})
 			url, base := p.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if attemptOf(r) == 1 {
+				if attemptOf(r) == 0 {
+					close(primaryIn)
+				} else {
+					awaitPrimary(t, primaryIn)
 					fmt.Fprint(w, "first")
 					w.(http.Flusher).Flush()
 				}
