@@ -25,17 +25,29 @@ var (
 	labSeed = flag.Uint64("lab.seed", 0, "tail lab under load: the seed of arrivals, routing and service times")
 )
 
-// loadRatio is the share of extra attempts the production budget allows.
-const loadRatio = 0.1
+// loadRatio is the share of extra attempts the production budget allows:
+// twice the hedge rate of Percentile{0.9}, so that the ratio refuses
+// hedges only when the upstream is in trouble.
+const loadRatio = 0.2
 
-// loadBudget is the production budget, RatioBudget(0.1, 1/s, 10s): the
-// one place the load lab makes a budget.
+// loadBudget is the production budget the README recommends, the one
+// place the load lab makes a budget: hedges must keep winning
+// (WinRateBudget), stop while primaries fail (Breaker), and stay within
+// RatioBudget(0.2, 1/s, 10s).
 func loadBudget() hedge.Budget {
-	b, err := hedge.NewRatioBudget(loadRatio, 1, 10*time.Second, nil)
+	win, err := hedge.NewWinRateBudget(hedge.WinRateConfig{})
 	if err != nil {
 		panic(err)
 	}
-	return b
+	breaker, err := hedge.NewBreaker(hedge.BreakerConfig{})
+	if err != nil {
+		panic(err)
+	}
+	ratio, err := hedge.NewRatioBudget(loadRatio, 1, 10*time.Second, nil)
+	if err != nil {
+		panic(err)
+	}
+	return hedge.AllOf(win, breaker, ratio)
 }
 
 // loadContenders are the rows of every load table, one line each.
@@ -43,26 +55,64 @@ var loadContenders = []lab.Contender{
 	{Name: "no hedging", Policy: func() hedge.Policy[int] { return hedge.Policy[int]{MaxAttempts: 1} }},
 	{Name: "Fixed(50ms)", Policy: func() hedge.Policy[int] { return hedge.Policy[int]{Delay: hedge.Fixed(50 * time.Millisecond)} }},
 	{Name: "Percentile{0.9}", Policy: func() hedge.Policy[int] { return hedge.Policy[int]{Delay: &hedge.Percentile{Quantile: 0.9}} }},
-	{Name: "Planner{0.15} ×3", Policy: func() hedge.Policy[int] {
-		return hedge.Policy[int]{Delay: &hedge.Planner{Load: 0.15}, MaxAttempts: 3}
-	}},
-	{Name: "Percentile{0.9} + ratio 0.1", Policy: func() hedge.Policy[int] {
+	{Name: "Planner{0.15}", Policy: func() hedge.Policy[int] { return hedge.Policy[int]{Delay: &hedge.Planner{Load: 0.15}} }},
+	{Name: "Percentile{0.9}, budgeted", Policy: func() hedge.Policy[int] {
 		return hedge.Policy[int]{Delay: &hedge.Percentile{Quantile: 0.9}, Budget: loadBudget()}
 	}},
-	{Name: "Planner{0.15} ×3 + ratio 0.1", Policy: func() hedge.Policy[int] {
-		return hedge.Policy[int]{Delay: &hedge.Planner{Load: 0.15}, MaxAttempts: 3, Budget: loadBudget()}
+	{Name: "Planner{0.15}, budgeted", Policy: func() hedge.Policy[int] {
+		return hedge.Policy[int]{Delay: &hedge.Planner{Load: 0.15}, Budget: loadBudget()}
 	}},
 }
 
+// loadAlone is, for each contender with the production budget, the row
+// of the same delay without it; -1 for the others.
+var loadAlone = []int{-1, -1, -1, -1, 2, 3}
+
 // loadKind is what a contender's policy promises: a learned delay, the
-// ratio budget.
-type loadKind struct{ learned, budgeted bool }
+// production budget, a Planner's own count of what it spends.
+type loadKind struct{ learned, budgeted, planner bool }
 
 func loadKindOf(i int) loadKind {
 	p := loadContenders[i%len(loadContenders)].Policy()
 	_, learned := p.Delay.(hedge.Learner)
-	_, budgeted := p.Budget.(*hedge.RatioBudget)
-	return loadKind{learned, budgeted}
+	_, planner := p.Delay.(*hedge.Planner)
+	return loadKind{learned, p.Budget != nil, planner}
+}
+
+// checkLoadPlanner checks that a Planner, budgeted or not, spends at most
+// 1.2 × its Load of 0.15 in any block of 1,000 calls, give or take 0.06:
+// it decides whether a call may hedge when the call starts, and counts a
+// hedge when it starts, so the hedges of the calls in flight when its
+// credit runs out still come.
+func checkLoadPlanner(t *testing.T, rows []lab.LoadRow) {
+	t.Helper()
+	for i, r := range rows {
+		if loadKindOf(i).planner && r.WorstAmp > 1+1.2*0.15+0.06 {
+			t.Errorf("%s at ρ=%v: %.3f attempts per call in the worst block, over 1 + 1.2 × 0.15", r.Name, r.Rho, r.WorstAmp)
+		}
+	}
+}
+
+// checkLoadRecommended checks the production setup at low load: the
+// budget costs the learned delay at most a quarter of its p99, and with
+// the Planner p99 stays at least three times below that of not hedging.
+// (One hedge at p90, as Percentile{0.9} sends, leaves p99 at the edge of
+// the slow mode on this upstream: 1 % of calls draw two slow attempts.)
+func checkLoadRecommended(t *testing.T, rows []lab.LoadRow) {
+	t.Helper()
+	n := len(loadContenders)
+	for i, r := range rows {
+		alone := loadAlone[i%n]
+		if alone < 0 || r.Rho > 0.5 {
+			continue
+		}
+		base, none := rows[i-i%n+alone], rows[i-i%n]
+		tooSlow := loadKindOf(i).planner && 3*float64(r.P99) > float64(none.P99)
+		if float64(r.P99) > 1.25*float64(base.P99) || tooSlow {
+			t.Errorf("%s at ρ=%v: p99 %v, against %v without the budget and %v without hedging",
+				r.Name, r.Rho, r.P99, base.P99, none.P99)
+		}
+	}
 }
 
 // loadRhos and loadCalls are how much the lab runs: every load and 5,000
@@ -87,17 +137,18 @@ func loadCalls() int {
 var loadBlock2 = lab.Period{From: 3000, To: 4000}
 
 // checkLoadBudget checks that the ratio budget held in every row that uses
-// it. Over the whole run that is ratio + 0.02. A block of 1,000 calls
-// need not fill whole one-second slots, and the budget bounds runs of
-// slots, so a block may also spend the credit of the calls that share
-// its first and last seconds: 0.05 over the ratio.
+// it. Over the whole run that is ratio + 0.02. A block of 1,000 calls may
+// also spend what the calls of the 10-second window before it left
+// unspent (ρ × 196 calls a second at 81.75 ms a call on 16 workers), and
+// the credit of the calls that share its first and last seconds.
 func checkLoadBudget(t *testing.T, rows []lab.LoadRow) {
 	t.Helper()
 	for i, r := range rows {
 		if !loadKindOf(i).budgeted {
 			continue
 		}
-		if r.Amp > 1+loadRatio+0.02 || r.WorstAmp > 1+loadRatio+0.05 {
+		window := r.Rho * 16 / 0.08175 * 10 // calls in the window before a block
+		if r.Amp > 1+loadRatio+0.02 || r.WorstAmp > 1+loadRatio*(1+window/1000)+0.05 {
 			t.Errorf("%s at ρ=%v: %.3f attempts per call, %.3f in the worst block: over ratio %v",
 				r.Name, r.Rho, r.Amp, r.WorstAmp, loadRatio)
 		}
@@ -136,10 +187,20 @@ func TestTailLabUnderLoad(t *testing.T) {
 			rows := lab.Sweep(t, lab.Load{Cancel: cancel, Calls: loadCalls(), Seed: *labSeed}, rhos, loadContenders)
 			t.Log("\n" + lab.LoadTable("90/10 service times, 4 replicas × 4 workers, "+cancel.String(), rows))
 			checkLoadBudget(t, rows)
+			checkLoadPlanner(t, rows)
+			if cancel == lab.CancelRunning {
+				checkLoadRecommended(t, rows)
+			}
 			checkLoadP99(t, rows, 1.05, func(i int, r lab.LoadRow) bool {
 				return loadKindOf(i).learned && (cancel == lab.CancelRunning || r.Rho <= 0.7)
 			})
-			checkLoadP99(t, rows, 1.1, func(i int, r lab.LoadRow) bool { return loadKindOf(i).budgeted })
+			// The ratio leaves room for twice the hedges a healthy
+			// upstream needs, and at ρ ≥ 0.9 with work that cannot be
+			// cancelled they may win just often enough to be granted:
+			// p99 up to 1.12x that of not hedging on seeds 0–11.
+			// Servers that shed hedges remove the rest (the shedding
+			// scenario).
+			checkLoadP99(t, rows, 1.15, func(i int, r lab.LoadRow) bool { return loadKindOf(i).budgeted })
 			n := len(loadContenders)
 			for i, r := range rows {
 				if !loadKindOf(i).learned {
@@ -185,8 +246,16 @@ func TestTailLabUnderLoadScenarios(t *testing.T) {
 		for _, cancel := range cancels {
 			rows := lab.Sweep(t, lab.Load{Cancel: cancel, Correlated: true, Calls: calls, Seed: *labSeed}, rhos, loadContenders)
 			t.Log("\n" + lab.LoadTable("slowness belongs to the request, "+cancel.String(), rows))
-			// Hedges cannot win, and the budget still holds them.
+			// Hedges win only by skipping a queue. Where they win less
+			// often than WinRateBudget's MinWinRate of 0.1, the production
+			// budget stops sending them, but for the few that probe
+			// whether they win again.
 			checkLoadBudget(t, rows)
+			for i, r := range rows {
+				if loadKindOf(i).budgeted && r.WinRate < 0.1 && r.Amp > 1.04 {
+					t.Errorf("%s at ρ=%v, hedges that cannot win: %.3f attempts per call", r.Name, r.Rho, r.Amp)
+				}
+			}
 		}
 	})
 	t.Run("brownout", func(t *testing.T) {
