@@ -29,6 +29,7 @@ type call[T any] struct {
 	parent   context.Context
 	delay    Delay
 	learner  Learner                // delay, if it learns; nil otherwise
+	counter  counter                // delay, if it counts the attempts it causes; nil otherwise
 	track    bool                   // a Learner or an Observer hears how long the primary ran
 	classify func(T, error) Outcome // nil: classifyErr, without a generic func value's allocation
 	budget   Budget
@@ -199,7 +200,7 @@ func (c *call[T]) claim(k int) *attemptCtx {
 		return nil
 	}
 	d := time.Duration(-1)
-	if granted && !c.guard(k, func() { d = c.delay.Next(c.parent, k) }) {
+	if granted && !c.guard(k, func() { d = c.starting(k) }) {
 		c.release(k)
 		return nil
 	}
@@ -230,6 +231,18 @@ func (c *call[T]) claim(k int) *attemptCtx {
 	c.unlock()
 	c.drop(kept)
 	return a
+}
+
+// starting tells the delay that attempt k starts, if it counts attempts, and
+// returns its delay for attempt k+1 (-1 when none may follow).
+func (c *call[T]) starting(k int) time.Duration {
+	if c.counter != nil {
+		c.counter.began(c.parent, k)
+	}
+	if k+1 < c.max {
+		return c.delay.Next(c.parent, k)
+	}
+	return -1
 }
 
 // release returns the grant of attempt k, whose fn never ran because the

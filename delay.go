@@ -13,10 +13,8 @@ const DefaultDelay = 100 * time.Millisecond
 // Delay decides when to hedge. Next returns how long after attempt k
 // started Do should start attempt k+1 (k = 0 is the primary). Zero starts
 // it at once; a negative answer means no timed hedge after attempt k
-// (a retryable failure may still start the next attempt at once). When a
-// policy allows more than one attempt, Do calls Next once for each attempt
-// it starts, as it starts it, even for the last one it may start, so that
-// a source can count the attempts it causes.
+// (a retryable failure may still start the next attempt at once). Do
+// calls Next as attempt k starts, when another attempt may follow it.
 //
 // ctx is the caller's context, so a source can keep one delay per route it
 // finds there. Next is called without any lock of Do's held, from the
@@ -60,6 +58,13 @@ func (f DelayFunc) Next(ctx context.Context, k int) time.Duration { return f(ctx
 type Learner interface {
 	Delay
 	Learn(ctx context.Context, primary time.Duration, complete bool)
+}
+
+// counter is a Delay of this package that counts the attempts it causes:
+// Do calls began(ctx, k) as attempt k starts (the primary included, first),
+// before Next. A Planner keeps what it spends to its Load with it.
+type counter interface {
+	began(ctx context.Context, k int)
 }
 
 // validator is a Delay of this package whose settings can be wrong; Do

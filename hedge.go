@@ -92,6 +92,7 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		c.delay = defaultDelay
 	}
 	c.learner, _ = c.delay.(Learner)
+	c.counter, _ = c.delay.(counter)
 	c.track = c.learner != nil || p.Observer != nil
 	c.wake.L = &c.mu
 	c.stepFn = c.step
@@ -118,7 +119,7 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	// The primary's hooks run here, on the caller's goroutine, before any
 	// other goroutine of the call exists.
 	d := time.Duration(-1)
-	if c.max > 1 && c.guard(0, func() { d = c.delay.Next(ctx, 0) }) && c.budget != nil {
+	if (c.max > 1 || c.counter != nil) && c.guard(0, func() { d = c.starting(0) }) && c.budget != nil {
 		c.guard(0, func() { c.budget.Allow(ctx, 0) }) // the primary always runs; a ratio budget counts the call
 	}
 	if c.decided {

@@ -37,6 +37,14 @@ func (k *Keyed) Next(ctx context.Context, attempt int) time.Duration {
 	return k.delay(ctx).Next(ctx, attempt)
 }
 
+// began tells the delay of ctx's key that attempt k starts, if it counts
+// attempts.
+func (k *Keyed) began(ctx context.Context, attempt int) {
+	if c, ok := k.delay(ctx).(counter); ok {
+		c.began(ctx, attempt)
+	}
+}
+
 // Learn passes the primary's latency to the delay of ctx's key.
 func (k *Keyed) Learn(ctx context.Context, primary time.Duration, complete bool) {
 	if l, ok := k.delay(ctx).(Learner); ok {

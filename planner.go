@@ -104,24 +104,16 @@ type plannerState struct {
 // Next returns the plan's delay for the first Hedges attempts, and -1
 // (no further hedge) after them.
 //
-// Do calls Next once for every attempt it starts, and the Planner counts
-// them: attempt 0 (a call) adds Load to what the plans may spend, and each
-// extra attempt spends one. The plans assume attempts are independent;
-// under queueing they are not, and a plan made before a burst of
-// congestion would send more hedges than it predicted until the next
-// plan. So no hedge is scheduled while the attempts started run more than
-// 0.2 × Load × 1,000 calls ahead of Load per call: in any 1,000 calls the
-// extra attempts stay within about 1.2 × Load per call.
+// The Planner counts the attempts Do starts: a call adds Load to what the
+// plans may spend, and each extra attempt spends one. The plans assume
+// attempts are independent; under queueing they are not, and a plan made
+// before a burst of congestion would send more hedges than it predicted
+// until the next plan. So no hedge is scheduled while the attempts
+// started run more than 0.2 × Load × 1,000 calls ahead of Load per call:
+// in any 1,000 calls the extra attempts stay within about 1.2 × Load per
+// call.
 func (p *Planner) Next(_ context.Context, k int) time.Duration {
 	s := p.load()
-	if s.err != nil {
-		return -1
-	}
-	if k == 0 {
-		s.spend(s.loadMilli)
-	} else {
-		s.spend(-milli)
-	}
 	plan := s.plan.Load()
 	if k >= plan.Hedges || s.credit.Load() < milli {
 		return -1
@@ -205,6 +197,19 @@ func (p *Planner) validate(_ context.Context, maxAttempts int) (int, error) {
 }
 
 func (p *Planner) load() *plannerState { return loadState(&p.state, p.newState) }
+
+// began counts attempt k, which Do is starting, against the plans' load.
+func (p *Planner) began(_ context.Context, k int) {
+	s := p.load()
+	if s.err != nil {
+		return
+	}
+	if k == 0 {
+		s.spend(s.loadMilli)
+	} else {
+		s.spend(-milli)
+	}
+}
 
 // spendAheadCalls bounds how far ahead of Load the plans may spend, in
 // calls' worth of Load: 200 calls, so that in any 1,000 calls the extra

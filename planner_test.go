@@ -48,35 +48,42 @@ func TestPlannerFindsTwoHedges(t *testing.T) {
 	}
 }
 
-// The Planner counts the attempts Do starts (one Next each): a call adds
-// Load to what its plans may spend, an extra attempt spends one. With
-// Load 0.1 it starts 0.2 × 0.1 × 1,000 = 20 attempts ahead; each call
-// that hedges spends 0.9 more. When less than one attempt is left, it
-// schedules no hedge until calls have paid for one.
+// The Planner counts the attempts Do starts: a call adds Load to what its
+// plans may spend, an extra attempt spends one. With Load 0.1 it starts
+// 0.2 × 0.1 × 1,000 = 20 attempts ahead, and each call that hedges
+// spends 0.9 more. When less than one attempt is left, it schedules no
+// hedge until calls have paid for one.
 func TestPlannerSpendsWhatItPlans(t *testing.T) {
-	ctx := context.Background()
-	p := &hedge.Planner{Load: 0.1, Initial: 10 * ms}
-	var got []time.Duration
-	for range 31 {
-		d := p.Next(ctx, 0)
-		got = append(got, d)
-		if d >= 0 {
-			p.Next(ctx, 1) // its hedge starts
+	synctest.Test(t, func(t *testing.T) {
+		var got []int
+		p := hedge.Policy[int]{
+			Delay: &hedge.Planner{Load: 0.1, Initial: 10 * ms}, Timeout: 50 * ms,
+			Observer: observerFunc(func(r hedge.Report) { got = append(got, r.Attempts) }),
 		}
-	}
-	// The first call finds the credit full and spends 1; the next 21 spend
-	// 0.9 each, leaving 0.1. The 23rd call's deposit makes 0.2: no hedge,
-	// nor for the seven after it, until the 31st call's deposit makes 1.
-	want := make([]time.Duration, 31)
-	for i := range want {
-		want[i] = 10 * ms
-		if i >= 22 && i < 30 {
-			want[i] = -1
+		for range 31 {
+			hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+				if hedge.Attempt(ctx) == 0 {
+					<-ctx.Done() // a slow primary: every call wants its hedge
+					return 0, ctx.Err()
+				}
+				return 1, nil
+			})
 		}
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("delays of 31 calls (-want +got):\n%s", diff)
-	}
+		// The first call finds the credit full and spends 1; the next 21
+		// spend 0.9 each, leaving 0.1. The 23rd call's deposit makes 0.2:
+		// no hedge, nor for the seven after it, until the 31st call's
+		// deposit makes 1.
+		want := make([]int, 31)
+		for i := range want {
+			want[i] = 2
+			if i >= 22 && i < 30 {
+				want[i] = 1
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("attempts of 31 calls (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // With too little budget for two hedges, one hedge cannot move p99 off the
