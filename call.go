@@ -80,6 +80,11 @@ type call[T any] struct {
 	primaryRan  time.Duration
 	primaryDone bool
 	learn       bool
+	elapsed     time.Duration // from the start to the decision, when tracked
+	// seen is a clock reading taken under mu by the goroutine that holds
+	// it, for the rest of its turn to use; zero: none. An observed call
+	// reads the clock once per answer, not once per use.
+	seen time.Time
 }
 
 // result is what one attempt's function did.
@@ -383,7 +388,8 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 	c.inflight--
 	if c.track && a == &c.primary && !c.decided {
 		c.primaryDone = true
-		c.primaryRan = c.now().Sub(c.begin)
+		c.seen = c.now()
+		c.primaryRan = c.seen.Sub(c.begin)
 		// Only an accepted answer says how long a good one takes.
 		c.learn = c.learner != nil && r.returned && r.o == Accept
 	}
@@ -404,6 +410,7 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 	default:
 		k, d, own = c.answer(a, r)
 	}
+	c.seen = time.Time{}
 	c.unlock()
 	if k > 0 && d.ok {
 		// Discard may be slow (draining a body): the next attempt must
@@ -417,6 +424,15 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 		return c.claim(k)
 	}
 	return nil
+}
+
+// clockNow returns the clock reading of this turn under c.mu, or reads
+// the clock. Called with c.mu held.
+func (c *call[T]) clockNow() time.Time {
+	if !c.seen.IsZero() {
+		return c.seen
+	}
+	return c.now()
 }
 
 // cutOff ends the call if the caller's context is done or the Timeout
@@ -449,7 +465,7 @@ func (c *call[T]) answer(a *attemptCtx, r *result[T]) (k int, d, own drop[T]) {
 		d = c.dropKept()
 		c.kept, c.keptVal, c.keptErr = a, r.v, r.err
 		c.retryDue++
-		if k = c.due(c.now()); k == 0 {
+		if k = c.due(c.clockNow()); k == 0 {
 			own = c.runOut()
 		}
 	default:
@@ -559,7 +575,10 @@ func (c *call[T]) finish(winner *attemptCtx, cancel, cause error) {
 	if c.track && c.started > 0 && !c.primaryDone {
 		// The primary lost or was cut off: it would have run at least
 		// this long.
-		c.primaryRan, c.learn = c.now().Sub(c.begin), c.learner != nil
+		c.primaryRan, c.learn = c.clockNow().Sub(c.begin), c.learner != nil
+	}
+	if c.track {
+		c.elapsed = c.clockNow().Sub(c.begin)
 	}
 	if c.started > 0 {
 		for a := &c.primary; a != nil; a = a.next {

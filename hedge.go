@@ -160,7 +160,7 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	}
 	c.val = zero // the call may outlive Do in a loser; do not pin the result
 	c.won = nil
-	learn, ran, complete := c.learn, c.primaryRan, c.primaryDone
+	learn, ran, complete, elapsed := c.learn, c.primaryRan, c.primaryDone, c.elapsed
 	c.mu.Unlock()
 	if unlink != nil {
 		unlink()
@@ -182,7 +182,7 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		}
 	}
 	if p.Observer != nil {
-		report.Elapsed = c.now().Sub(c.begin)
+		report.Elapsed = elapsed
 		p.Observer.Observe(ctx, report)
 	}
 	if pe != nil {

@@ -54,7 +54,8 @@ type Report struct {
 	// Panicked is true when an attempt panicked or called runtime.Goexit
 	// and Do re-raised it.
 	Panicked bool
-	// Elapsed is how long the call took, by the policy's clock.
+	// Elapsed is how long the call took until it was decided, by the
+	// policy's clock.
 	Elapsed time.Duration
 }
 
