@@ -152,21 +152,15 @@ type BreakerConfig struct {
 // the failure count, and scans the ring under a mutex only when that count
 // reaches Threshold. A half-open breaker takes a mutex per hedge.
 type Breaker struct {
-	key       func(context.Context) string
 	threshold int64 // thousandths of the judged primaries
 	samples   int
 	window    time.Duration
 	cooldown  time.Duration
 	trials    int
-	maxKeys   int
 	onOpen    func(string)
 	clk       clock.Clock // nil: real time
 	origin    time.Time
-
-	mu       sync.Mutex // held to add a key
-	circuits sync.Map   // string → *circuit, at most maxKeys of them
-	n        int        // keys in circuits; guarded by mu
-	overflow *circuit   // every call's when key is nil; nil in the zero value
+	circuits  perKey[circuit]
 }
 
 // circuit is the breaker of one key.
@@ -214,18 +208,16 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 		return nil, fmt.Errorf("%w: negative breaker MaxKeys %d", ErrInvalidBudget, c.MaxKeys)
 	}
 	b := &Breaker{
-		key:       c.Key,
 		threshold: thousandthsDown(orDefault(c.Threshold, defaultBreakerThreshold)),
 		samples:   orDefault(c.Samples, defaultBreakerSamples),
 		window:    orDefault(c.Window, defaultBreakerWindow),
 		cooldown:  orDefault(c.Cooldown, defaultBreakerCooldown),
 		trials:    orDefault(c.Trials, defaultBreakerTrials),
-		maxKeys:   orDefault(c.MaxKeys, defaultBreakerMaxKeys),
 		onOpen:    c.OnOpen,
 		clk:       c.Clock,
 	}
 	b.origin = b.now()
-	b.overflow = b.newCircuit()
+	b.circuits.init(c.Key, orDefault(c.MaxKeys, defaultBreakerMaxKeys), b.newCircuit)
 	return b, nil
 }
 
@@ -243,10 +235,10 @@ func (b *Breaker) Allow(ctx context.Context, k int) bool {
 	if primary(k) {
 		return true
 	}
-	if b.overflow == nil { // the zero value
+	if !b.circuits.ready() { // the zero value
 		return false
 	}
-	c := b.circuit(b.keyOf(ctx))
+	c := b.circuits.of(ctx)
 	phase := BreakerState(c.phase.Load())
 	if phase == BreakerClosed {
 		return true
@@ -279,11 +271,11 @@ func (b *Breaker) Allow(ctx context.Context, k int) bool {
 // half-open, it judges a trial hedge's outcome (k ≥ 1). It ignores the
 // rest.
 func (b *Breaker) Done(ctx context.Context, k int, o Outcome) {
-	if b.overflow == nil || (primary(k) && o == Canceled) {
+	if !b.circuits.ready() || (primary(k) && o == Canceled) {
 		return
 	}
-	key := b.keyOf(ctx)
-	c := b.circuit(key)
+	key := b.circuits.keyOf(ctx)
+	c := b.circuits.get(key)
 	if primary(k) {
 		b.measure(c, key, o != Accept)
 	} else if BreakerState(c.phase.Load()) == BreakerHalfOpen {
@@ -295,11 +287,11 @@ func (b *Breaker) Done(ctx context.Context, k int, o Outcome) {
 // from a half-open breaker, for an attempt that never started. It does
 // nothing otherwise: a closed breaker's grants take nothing.
 func (b *Breaker) Release(ctx context.Context, k int) {
-	if primary(k) || b.overflow == nil {
+	if primary(k) || !b.circuits.ready() {
 		return
 	}
-	key := b.keyOf(ctx)
-	c := b.circuit(key)
+	key := b.circuits.keyOf(ctx)
+	c := b.circuits.get(key)
 	if BreakerState(c.phase.Load()) == BreakerHalfOpen {
 		b.judge(c, key, Canceled)
 	}
@@ -310,21 +302,12 @@ func (b *Breaker) Release(ctx context.Context, k int) {
 // breaker's state if MaxKeys are taken. An open breaker whose cooldown is
 // over is half-open. The zero value is open: it refuses every hedge.
 func (b *Breaker) State(ctx context.Context) BreakerState {
-	if b.overflow == nil {
+	if !b.circuits.ready() {
 		return BreakerOpen
 	}
-	c := b.overflow
-	if b.key != nil {
-		if v, ok := b.circuits.Load(b.key(ctx)); ok {
-			c = v.(*circuit)
-		} else {
-			b.mu.Lock()
-			full := b.n >= b.maxKeys
-			b.mu.Unlock()
-			if !full {
-				return BreakerClosed
-			}
-		}
+	c := b.circuits.peek(ctx)
+	if c == nil {
+		return BreakerClosed
 	}
 	s := BreakerState(c.phase.Load())
 	if s == BreakerOpen && b.since() >= c.reopen.Load() {
@@ -421,35 +404,6 @@ func (b *Breaker) close(c *circuit) {
 	}
 	c.out, c.passed = 0, 0
 	c.phase.Store(int32(BreakerClosed))
-}
-
-func (b *Breaker) keyOf(ctx context.Context) string {
-	if b.key == nil {
-		return ""
-	}
-	return b.key(ctx)
-}
-
-// circuit returns the breaker of key, adding it if there is room.
-func (b *Breaker) circuit(key string) *circuit {
-	if b.key == nil {
-		return b.overflow
-	}
-	if c, ok := b.circuits.Load(key); ok {
-		return c.(*circuit)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if c, ok := b.circuits.Load(key); ok {
-		return c.(*circuit)
-	}
-	if b.n >= b.maxKeys {
-		return b.overflow
-	}
-	c := b.newCircuit()
-	b.circuits.Store(key, c)
-	b.n++
-	return c
 }
 
 func (b *Breaker) newCircuit() *circuit {

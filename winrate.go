@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
 	"sync/atomic"
 )
 
@@ -106,16 +105,10 @@ type WinRateConfig struct {
 // win's Done and Release are a compare-and-swap each, and other Dones
 // cost nothing.
 type WinRateBudget struct {
-	key     func(context.Context) string
 	probe   int64 // thousandths of a hedge each call adds
 	reward  int64 // thousandths of a hedge each win adds: 1/MinWinRate
 	burst   int64 // thousandths of a hedge: the most a key holds
-	maxKeys int
-
-	mu       sync.Mutex // held to add a key
-	credits  sync.Map   // string → *winCredit, at most maxKeys of them
-	n        int        // keys in credits; guarded by mu
-	overflow *winCredit // every call's when key is nil; nil in the zero value
+	credits perKey[winCredit]
 }
 
 // winCredit is one key's credit, in thousandths of a hedge, alone on its
@@ -143,13 +136,11 @@ func NewWinRateBudget(c WinRateConfig) (*WinRateBudget, error) {
 	}
 	m := thousandthsUp(orDefault(c.MinWinRate, defaultMinWinRate)) // ≥ 1: it is above 0
 	b := &WinRateBudget{
-		key:     c.Key,
-		probe:   thousandthsDown(orDefault(c.Probe, defaultProbe)),
-		reward:  milli * milli / m, // rounded down: a win never earns more than 1/MinWinRate
-		burst:   int64(orDefault(c.Burst, defaultBurst)) * milli,
-		maxKeys: orDefault(c.MaxKeys, defaultWinRateKeys),
+		probe:  thousandthsDown(orDefault(c.Probe, defaultProbe)),
+		reward: milli * milli / m, // rounded down: a win never earns more than 1/MinWinRate
+		burst:  int64(orDefault(c.Burst, defaultBurst)) * milli,
 	}
-	b.overflow = b.newCredit()
+	b.credits.init(c.Key, orDefault(c.MaxKeys, defaultWinRateKeys), b.newCredit)
 	return b, nil
 }
 
@@ -167,10 +158,10 @@ func thousandthsUp(x float64) int64 {
 // primary (k < 1), and grants it. For extra attempt k (k ≥ 1), it grants
 // the attempt and takes one hedge of credit if a whole one is left.
 func (b *WinRateBudget) Allow(ctx context.Context, k int) bool {
-	if b.overflow == nil { // the zero value
+	if !b.credits.ready() { // the zero value
 		return primary(k)
 	}
-	c := b.credit(b.keyOf(ctx))
+	c := b.credits.of(ctx)
 	if primary(k) {
 		b.add(c, b.probe)
 		return true
@@ -190,20 +181,20 @@ func (b *WinRateBudget) Allow(ctx context.Context, k int) bool {
 // attempt k (k ≥ 1) won: o is Accept. It ignores every other outcome, and
 // every primary's.
 func (b *WinRateBudget) Done(ctx context.Context, k int, o Outcome) {
-	if primary(k) || o != Accept || b.overflow == nil {
+	if primary(k) || o != Accept || !b.credits.ready() {
 		return
 	}
-	b.add(b.credit(b.keyOf(ctx)), b.reward)
+	b.add(b.credits.of(ctx), b.reward)
 }
 
 // Release gives back the hedge that a granted Allow(ctx, k), k ≥ 1, took,
 // for an attempt that never started. It does nothing for the primary
 // (k < 1), whose call stays counted.
 func (b *WinRateBudget) Release(ctx context.Context, k int) {
-	if primary(k) || b.overflow == nil {
+	if primary(k) || !b.credits.ready() {
 		return
 	}
-	b.add(b.credit(b.keyOf(ctx)), milli)
+	b.add(b.credits.of(ctx), milli)
 }
 
 // Credit returns how many hedges the credit of ctx's key holds, to three
@@ -211,21 +202,12 @@ func (b *WinRateBudget) Release(ctx context.Context, k int) {
 // Burst, or shares the overflow credit if MaxKeys are taken. The zero
 // value holds none.
 func (b *WinRateBudget) Credit(ctx context.Context) float64 {
-	if b.overflow == nil {
+	if !b.credits.ready() {
 		return 0
 	}
-	c := b.overflow
-	if b.key != nil {
-		if v, ok := b.credits.Load(b.key(ctx)); ok {
-			c = v.(*winCredit)
-		} else {
-			b.mu.Lock()
-			full := b.n >= b.maxKeys
-			b.mu.Unlock()
-			if !full {
-				return float64(b.burst) / milli
-			}
-		}
+	c := b.credits.peek(ctx)
+	if c == nil {
+		return float64(b.burst) / milli
 	}
 	return float64(c.v.Load()) / milli
 }
@@ -240,35 +222,6 @@ func (b *WinRateBudget) add(c *winCredit, d int64) {
 			return
 		}
 	}
-}
-
-func (b *WinRateBudget) keyOf(ctx context.Context) string {
-	if b.key == nil {
-		return ""
-	}
-	return b.key(ctx)
-}
-
-// credit returns the credit of key, adding it, full, if there is room.
-func (b *WinRateBudget) credit(key string) *winCredit {
-	if b.key == nil {
-		return b.overflow
-	}
-	if c, ok := b.credits.Load(key); ok {
-		return c.(*winCredit)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if c, ok := b.credits.Load(key); ok {
-		return c.(*winCredit)
-	}
-	if b.n >= b.maxKeys {
-		return b.overflow
-	}
-	c := b.newCredit()
-	b.credits.Store(key, c)
-	b.n++
-	return c
 }
 
 func (b *WinRateBudget) newCredit() *winCredit {
