@@ -1,0 +1,186 @@
+package hedge
+
+import (
+	"context"
+	"runtime/debug"
+	"time"
+)
+
+// What one attempt does: it runs fn and the classifier, tells the budget,
+// and takes its result into the call.
+
+// run runs attempt a on this goroutine and returns the attempt to run next
+// on it, if its result made one start at once.
+func (c *call[T]) run(a *attemptCtx) (next *attemptCtx) {
+	if a.canceled() {
+		// Claimed just before the call was decided: do not call fn.
+		c.mu.Lock()
+		c.inflight--
+		c.unlock()
+		c.release(a.n)
+		return nil
+	}
+	var r result[T]
+	// Deferred so that it also runs when fn calls runtime.Goexit.
+	defer func() { next = c.record(a, &r) }()
+	c.invoke(a, &r)
+	return nil
+}
+
+func (c *call[T]) invoke(a *attemptCtx, r *result[T]) {
+	defer func() {
+		if !r.returned {
+			if v := recover(); v != nil {
+				r.panic = &PanicError{Attempt: a.n, Value: v, Stack: debug.Stack()}
+			}
+		}
+	}()
+	r.v, r.err = c.fn(a)
+	r.produced = true
+	if c.classify != nil {
+		r.o = c.classify(r.v, r.err)
+	} else {
+		r.o = classifyErr(r.err)
+	}
+	if r.o < Accept || r.o > Terminal {
+		r.o = Terminal
+	}
+	r.returned = true
+}
+
+// record tells the budget how attempt a ended, then takes its result into
+// the call. The budget hears first, so that its answer to the next
+// attempt already counts this one, and so that a budget's state is
+// settled for the winner when Do returns.
+func (c *call[T]) record(a *attemptCtx, r *result[T]) (next *attemptCtx) {
+	if c.budget == nil {
+		return c.take(a, r)
+	}
+	o := r.o
+	if !r.returned {
+		o = Terminal
+	}
+	if a.canceled() {
+		o = Canceled
+	}
+	// Deferred so that the result is taken even when Done calls
+	// runtime.Goexit; guard has then ended the call, and take finds it
+	// decided.
+	defer func() { next = c.take(a, r) }()
+	c.guard(a.n, func() { c.budget.Done(c.parent, a.n, o) })
+	return nil
+}
+
+// take records attempt a's result and returns the attempt it made start
+// at once, if any.
+func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
+	var d, own drop[T]
+	k := 0
+	c.mu.Lock()
+	c.inflight--
+	if c.track && a == &c.primary && !c.decided {
+		c.primaryDone = true
+		c.seen = c.now()
+		c.primaryRan = c.seen.Sub(c.begin)
+		// Only an accepted answer says how long a good one takes.
+		c.learn = c.learner != nil && r.returned && r.o == Accept
+	}
+	var cut bool
+	switch {
+	case c.decided:
+		own = drop[T]{v: r.v, ok: r.produced && r.err == nil} // a late loser
+	case r.returned && r.o != Accept:
+		// An attempt that fails because the caller gave up or the deadline
+		// passed (its fn returned ctx.Err()) may get here before the
+		// caller's context or the timer does: the call still ends with
+		// their error and cause, not with the attempt's.
+		if d, cut = c.cutOff(); cut {
+			own = drop[T]{v: r.v, ok: r.produced && r.err == nil}
+			break
+		}
+		fallthrough
+	default:
+		k, d, own = c.answer(a, r)
+	}
+	c.seen = time.Time{}
+	c.unlock()
+	if k > 0 && d.ok {
+		// Discard may be slow (draining a body): the next attempt must
+		// not wait for it.
+		go c.drop(d)
+	} else {
+		c.drop(d)
+	}
+	c.drop(own)
+	if k > 0 {
+		return c.claim(k)
+	}
+	return nil
+}
+
+// clockNow returns the clock reading of this turn under c.mu, or reads
+// the clock. Called with c.mu held.
+func (c *call[T]) clockNow() time.Time {
+	if !c.seen.IsZero() {
+		return c.seen
+	}
+	return c.now()
+}
+
+// cutOff ends the call if the caller's context is done or the Timeout
+// has passed. Called with c.mu held.
+func (c *call[T]) cutOff() (drop[T], bool) {
+	if err := c.parent.Err(); err != nil {
+		return c.end(context.Cause(c.parent), err, nil), true
+	}
+	if !c.timeout.IsZero() && !c.now().Before(c.timeout) {
+		return c.end(context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded), true
+	}
+	return drop[T]{}, false
+}
+
+// answer takes attempt a's result into an undecided call, and returns the
+// number of the attempt it makes start at once (0: none) and the values
+// to discard. Called with c.mu held.
+func (c *call[T]) answer(a *attemptCtx, r *result[T]) (k int, d, own drop[T]) {
+	switch {
+	case !r.returned:
+		c.panicked, c.goexit = r.panic, r.panic == nil
+		c.winner, c.outcome = -1, Terminal
+		d = c.dropKept()
+		own = c.early(r.v, r.produced && r.err == nil) // the classifier failed on it
+		c.finish(nil, context.Canceled, context.Canceled)
+	case r.o == Retryable:
+		if a == c.last {
+			c.nextAt = time.Time{} // a's own hedge is moot: the next starts now
+		}
+		d = c.dropKept()
+		c.kept, c.keptVal, c.keptErr = a, r.v, r.err
+		c.retryDue++
+		if k = c.due(c.clockNow()); k == 0 {
+			own = c.runOut()
+		}
+	default:
+		d = c.dropKept()
+		c.settle(a, r.v, r.err, r.o)
+	}
+	return k, d, own
+}
+
+// runOut ends the call with the kept retryable result when nothing is in
+// flight and nothing more will start. Called with c.mu held.
+func (c *call[T]) runOut() drop[T] {
+	if c.decided || c.kept == nil || c.inflight > 0 || c.claiming || c.retryDue > 0 {
+		return drop[T]{}
+	}
+	if c.started < c.max && !c.nextAt.IsZero() {
+		return drop[T]{} // a timed hedge is still to come
+	}
+	a := c.kept
+	c.kept = nil
+	var zero T
+	v, err := c.keptVal, c.keptErr
+	c.keptVal, c.keptErr = zero, nil
+	c.settle(a, v, err, Retryable)
+	return drop[T]{}
+}

@@ -1,0 +1,127 @@
+package hedge
+
+import (
+	"context"
+	"time"
+)
+
+// How a call ends: the decision, the losers cancelled, the values Do does
+// not return handed to Discard.
+
+// settle ends the call with attempt a's result. Called with c.mu held.
+func (c *call[T]) settle(a *attemptCtx, v T, err error, o Outcome) {
+	c.val, c.err, c.winner, c.outcome = v, err, a.n, o
+	c.finish(a, context.Canceled, ErrSuperseded)
+}
+
+// end ends the call with a context error: err for the caller, cancel
+// and cause for the attempts' contexts (a nil cause: ctx holds it).
+// Called with c.mu held.
+func (c *call[T]) end(err, cancel, cause error) drop[T] {
+	c.err, c.winner, c.outcome = err, -1, Canceled
+	d := c.dropKept()
+	c.finish(nil, cancel, cause)
+	return d
+}
+
+// interruptWait ends Do's wait for early discards when the caller's
+// context or the deadline ends first: Do then returns the context's
+// error at once, and the result it had chosen goes to Discard instead.
+// Called with c.mu held, on a decided call.
+func (c *call[T]) interruptWait() drop[T] {
+	if c.discarding == 0 || c.abandoned || c.outcome == Canceled {
+		return drop[T]{}
+	}
+	err, cancel, cause := context.Cause(c.parent), c.parent.Err(), error(nil)
+	if cancel == nil {
+		now := c.now()
+		if c.timeout.IsZero() || now.Before(c.timeout) {
+			c.arm(now)
+			return drop[T]{}
+		}
+		err, cancel, cause = context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded
+	}
+	c.abandoned = true
+	c.wake.Signal()
+	if c.panicked != nil || c.goexit {
+		return drop[T]{} // a panic still reaches the caller, without waiting
+	}
+	var zero T
+	d := drop[T]{v: c.val, ok: c.err == nil && c.discard != nil}
+	c.val, c.err, c.winner, c.outcome = zero, err, -1, Canceled
+	if c.won != nil {
+		c.won.cancel(cancel, cause)
+		c.won = nil
+	}
+	return d
+}
+
+// dropKept cancels the kept retryable attempt and hands its value over
+// for Discard. Called with c.mu held.
+func (c *call[T]) dropKept() drop[T] {
+	if c.kept == nil {
+		return drop[T]{}
+	}
+	var zero T
+	d := c.early(c.keptVal, c.keptErr == nil)
+	c.kept.cancel(context.Canceled, ErrSuperseded)
+	c.kept, c.keptVal, c.keptErr = nil, zero, nil
+	return d
+}
+
+// early makes an early drop of v, counted until it is through Discard.
+// Called with c.mu held.
+func (c *call[T]) early(v T, ok bool) drop[T] {
+	d := drop[T]{v, ok && c.discard != nil, true}
+	if d.ok {
+		c.discarding++
+	}
+	return d
+}
+
+// finish marks the call decided, cancels every attempt but the winner,
+// hands the winner its own deadline and wakes Do. The timer stays armed
+// while Do waits for early discards, so that the Timeout still ends the
+// wait; Do stops it. Called with c.mu held.
+func (c *call[T]) finish(winner *attemptCtx, cancel, cause error) {
+	c.decided = true
+	c.nextAt = time.Time{}
+	c.retryDue = 0
+	if c.track && c.started > 0 && !c.primaryDone {
+		// The primary lost or was cut off: it would have run at least
+		// this long.
+		c.primaryRan, c.learn = c.clockNow().Sub(c.begin), c.learner != nil
+	}
+	if c.track {
+		c.elapsed = c.clockNow().Sub(c.begin)
+	}
+	if c.started > 0 {
+		for a := &c.primary; a != nil; a = a.next {
+			if a != winner {
+				a.cancel(cancel, cause)
+			}
+		}
+	}
+	if winner != nil {
+		// Without a Timeout of its own, the winner ends with the
+		// caller's context, which has a deadline: nothing more is needed.
+		winner.detach(c.timeout.IsZero() && c.clock == nil && !c.real.IsZero())
+		c.won = winner
+	}
+	c.wake.Signal()
+}
+
+func (c *call[T]) drop(d drop[T]) {
+	if !d.ok || c.discard == nil {
+		return
+	}
+	if d.early {
+		defer func() {
+			c.mu.Lock()
+			c.discarding--
+			c.wake.Signal()
+			c.mu.Unlock()
+		}()
+	}
+	c.discard(d.v)
+}

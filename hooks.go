@@ -1,0 +1,70 @@
+package hedge
+
+import (
+	"context"
+	"runtime/debug"
+	"time"
+)
+
+// The policy's hooks (Delay, Budget) that the call's goroutines run,
+// outside the call's lock, and what a failing hook does to the call.
+
+// starting tells the delay that attempt k starts, if it counts attempts, and
+// returns its delay for attempt k+1 (-1 when none may follow).
+func (c *call[T]) starting(k int) time.Duration {
+	if c.counter != nil {
+		c.counter.began(c.parent, k)
+	}
+	if k+1 < c.max {
+		return c.delay.Next(c.parent, k)
+	}
+	return -1
+}
+
+// release returns the grant of attempt k, whose fn never ran because the
+// call ended first: Release if the budget takes grants back, Done(k,
+// Canceled) otherwise (and always for the primary, which Allow(0) does
+// not charge for).
+func (c *call[T]) release(k int) {
+	if c.budget == nil {
+		return
+	}
+	if r, ok := c.budget.(Releaser); ok && k > 0 {
+		c.guard(k, func() { r.Release(c.parent, k) })
+		return
+	}
+	c.guard(k, func() { c.budget.Done(c.parent, k, Canceled) })
+}
+
+// guard runs one of the policy's hooks for attempt k (Delay.Next, or the
+// Budget's Allow or Done) outside c.mu. It reports whether hook returned.
+// If hook panics, the call ends with that panic, which Do re-raises in the
+// caller; if it calls runtime.Goexit, the call ends and Do calls
+// runtime.Goexit in the caller, and guard does not return: the goroutine
+// exits, so its caller defers what must still happen. Either way the
+// other attempts are cancelled. A hook that fails after the decision
+// changes nothing.
+func (c *call[T]) guard(k int, hook func()) (ok bool) {
+	defer func() {
+		if ok {
+			return
+		}
+		v := recover()
+		var pe *PanicError
+		if v != nil {
+			pe = &PanicError{Attempt: k, Value: v, Stack: debug.Stack()}
+		}
+		var d drop[T]
+		c.mu.Lock()
+		if !c.decided {
+			c.panicked, c.goexit = pe, pe == nil
+			c.winner, c.outcome = -1, Terminal
+			d = c.dropKept()
+			c.finish(nil, context.Canceled, context.Canceled)
+		}
+		c.unlock()
+		c.drop(d)
+	}()
+	hook()
+	return true
+}
