@@ -30,6 +30,12 @@ func BenchmarkFastPath(b *testing.B) {
 			answer1(ctx)
 		}
 	})
+	b.Run("floor", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			baseline.Floor(ctx, time.Hour, answer1)
+		}
+	})
 	b.Run("handrolled", func(b *testing.B) {
 		b.ReportAllocs()
 		fn := func(ctx context.Context, _ int) (int, error) { return answer1(ctx) }
@@ -82,6 +88,14 @@ func BenchmarkParallelFastPath(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				answer1(ctx)
+			}
+		})
+	})
+	b.Run("floor", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				baseline.Floor(ctx, time.Hour, answer1)
 			}
 		})
 	})

@@ -43,6 +43,12 @@ func BenchmarkFastPath(b *testing.B) {
 			answer(ctx)
 		}
 	})
+	b.Run("floor", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			baseline.Floor(ctx, time.Hour, answer)
+		}
+	})
 	b.Run("handrolled", func(b *testing.B) {
 		b.ReportAllocs()
 		fn := func(ctx context.Context, _ int) (int, error) { return answer(ctx) }
@@ -106,6 +112,7 @@ func BenchmarkParallelFastPath(b *testing.B) {
 		})
 	}
 	b.Run("bare", func(b *testing.B) { parallel(b, func() { answer(ctx) }) })
+	b.Run("floor", func(b *testing.B) { parallel(b, func() { baseline.Floor(ctx, time.Hour, answer) }) })
 	b.Run("failsafe-fixed", func(b *testing.B) {
 		exec := failsafe.With[int](hedgepolicy.NewWithDelay[int](time.Hour))
 		parallel(b, func() { failsafeDo(ctx, exec, fast) })

@@ -1,6 +1,7 @@
 package benchmarks
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/cristalhq/hedgedhttp"
 
 	"github.com/tailcut/hedge/hedgehttp"
+	"github.com/tailcut/hedge/internal/baseline"
 )
 
 // canned is an in-memory RoundTripper: a 200 with a short body, at once,
@@ -21,6 +23,16 @@ func (canned) RoundTrip(req *http.Request) (*http.Response, error) {
 		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), Request: req,
 	}, nil
+}
+
+// floor sends each request through baseline.Floor: the least a hedging
+// RoundTripper that returns at the deadline pays per request.
+type floor struct{ base http.RoundTripper }
+
+func (f floor) RoundTrip(req *http.Request) (*http.Response, error) {
+	return baseline.Floor(req.Context(), time.Hour, func(context.Context) (*http.Response, error) {
+		return f.base.RoundTrip(req)
+	})
 }
 
 // BenchmarkHTTPFastPath: a GET that answers long before its hedge is due,
@@ -41,6 +53,7 @@ func BenchmarkHTTPFastPath(b *testing.B) {
 		}
 	}
 	b.Run("bare", func(b *testing.B) { roundTrip(b, canned{}) })
+	b.Run("floor", func(b *testing.B) { roundTrip(b, floor{canned{}}) })
 	b.Run("hedgedhttp", func(b *testing.B) {
 		rt, err := hedgedhttp.NewRoundTripper(time.Hour, 2, canned{})
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
+	"github.com/tailcut/hedge/internal/baseline"
 )
 
 // memory is an in-memory upstream that answers at once with a fresh
@@ -32,6 +33,16 @@ func (stuckPrimary) RoundTrip(r *http.Request) (*http.Response, error) {
 	return memory{}.RoundTrip(r)
 }
 
+// floor sends each request through baseline.Floor: the least a hedging
+// RoundTripper that returns at the deadline pays per request.
+type floor struct{}
+
+func (floor) RoundTrip(r *http.Request) (*http.Response, error) {
+	return baseline.Floor(r.Context(), time.Hour, func(context.Context) (*http.Response, error) {
+		return memory{}.RoundTrip(r)
+	})
+}
+
 func roundTrip(b *testing.B, rt http.RoundTripper, req *http.Request) {
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
@@ -43,7 +54,8 @@ func roundTrip(b *testing.B, rt http.RoundTripper, req *http.Request) {
 
 // The fast path: the first attempt answers before its hedge is due, with
 // the zero Transport's own delay (learned per route) and with a fixed one,
-// beside Base called directly, and a request that passes through. A call
+// beside Base called directly and through the floor, and a request that
+// passes through. A call
 // copies its request's header, so a request with a few headers costs more.
 func BenchmarkFastPath(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background()) // as a server's request context
@@ -60,6 +72,7 @@ func BenchmarkFastPath(b *testing.B) {
 		req  *http.Request
 	}{
 		{"bare", memory{}, get},
+		{"floor", floor{}, get},
 		{"hedgehttp", &hedgehttp.Transport{Base: memory{}}, get},
 		{"hedgehttp-fixed", &hedgehttp.Transport{Base: memory{}, Delay: hedge.Fixed(time.Hour)}, get},
 		{"hedgehttp-headers", &hedgehttp.Transport{Base: memory{}}, headers},

@@ -1,5 +1,6 @@
 // Package baseline holds what hedge measures itself against: the hedge a
-// careful Go programmer writes by hand.
+// careful Go programmer writes by hand (HandRolled), and the least any
+// hedger that returns at the deadline must pay on its fast path (Floor).
 package baseline
 
 import (
