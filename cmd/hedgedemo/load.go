@@ -162,7 +162,10 @@ func loadPoint(ctx context.Context, pc pointConfig, pol loadPolicy, onCall func(
 	if err != nil {
 		return loadRow{}, err
 	}
-	defer func() { err = errors.Join(err, srv.close()) }()
+	// Once every call has returned, what is left in flight are losers,
+	// the last of which the server would wait for; over HTTP/2 it would
+	// then wait a second more for the client to hang up.
+	defer func() { err = errors.Join(err, srv.abort()) }()
 	client := loadClient(tr, pc.workers)
 	defer client.CloseIdleConnections()
 

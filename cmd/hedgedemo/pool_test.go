@@ -19,22 +19,20 @@ import (
 // events, in the order it happens: "queued" and "abandoned" from the
 // pool, "start", "done" (the gate opened) and "stop" (the context ended)
 // from the work. gone hears each request whose context ended while its
-// handler ran; answered, each request whose handler returned.
+// handler ran.
 type tracer struct {
-	gates    map[string]chan struct{} // made before serving, then only read
-	events   chan string
-	gone     chan string
-	answered chan string
+	gates  map[string]chan struct{} // made before serving, then only read
+	events chan string
+	gone   chan string
 }
 
 type idKey struct{}
 
 func newTracer(ids ...string) *tracer {
 	tr := &tracer{
-		gates:    make(map[string]chan struct{}),
-		events:   make(chan string, 100),
-		gone:     make(chan string, 100),
-		answered: make(chan string, 100),
+		gates:  make(map[string]chan struct{}),
+		events: make(chan string, 100),
+		gone:   make(chan string, 100),
 	}
 	for _, id := range ids {
 		tr.gates[id] = make(chan struct{})
@@ -75,7 +73,6 @@ func (tr *tracer) serve(t *testing.T, h http.Handler) *server {
 		stop := context.AfterFunc(r.Context(), func() { tr.gone <- id })
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), idKey{}, id)))
 		stop()
-		tr.answered <- id
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -288,6 +285,25 @@ func (b heldHedges) Allow(_ context.Context, k int) bool {
 
 func (heldHedges) Done(context.Context, int, hedge.Outcome) {}
 
+// hedgeAnswers passes attempts on to next, and reports the status of each
+// hedge's response on answered once the client has it.
+type hedgeAnswers struct {
+	next     http.RoundTripper
+	answered chan<- int
+}
+
+func (h hedgeAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := h.next.RoundTrip(req)
+	if err == nil && hedge.Attempt(req.Context()) > 0 {
+		h.answered <- resp.StatusCode
+	}
+	return resp, err
+}
+
+func (h hedgeAnswers) CloseIdleConnections() {
+	h.next.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+}
+
 // TestSweepClientIsShed: the sweep's client numbers its attempts as the
 // Shedder reads them, so that with -shed a hedge that finds every worker
 // busy is answered 503 at once rather than queued, the tally counts it,
@@ -298,8 +314,11 @@ func TestSweepClientIsShed(t *testing.T) {
 	srv := tr.serve(t, loadHandler(tr.pool(1), true, true, tr.work))
 	defer srv.close()
 	hedgeReady := make(chan struct{})
-	client := loadClient(&hedgehttp.Transport{Delay: hedge.Fixed(0), Budget: heldHedges{hedgeReady}}, 1)
+	transport := &hedgehttp.Transport{Delay: hedge.Fixed(0), Budget: heldHedges{hedgeReady}}
+	client := loadClient(transport, 1)
 	defer client.CloseIdleConnections()
+	answered := make(chan int, 1)
+	transport.Base = hedgeAnswers{next: transport.Base, answered: answered}
 
 	var call callTally
 	called := make(chan struct{})
@@ -310,9 +329,9 @@ func TestSweepClientIsShed(t *testing.T) {
 	expect(t, tr.events, "start a")
 	close(hedgeReady)
 	select {
-	case id := <-tr.answered:
-		if id != "a/1" {
-			t.Fatalf("%s answered, want the hedge a/1", id)
+	case status := <-answered:
+		if status != http.StatusServiceUnavailable {
+			t.Fatalf("the hedge was answered %d, want 503", status)
 		}
 	case e := <-tr.events:
 		t.Fatalf("the hedge reached the pool (%s): the Shedder took it for a primary", e)

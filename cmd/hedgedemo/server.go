@@ -123,14 +123,26 @@ func listen(h http.Handler) (*server, error) {
 	return s, nil
 }
 
-// close shuts the server down and waits until it has stopped serving.
-// Calls after the first return the first one's error.
-func (s *server) close() error {
+// close shuts the server down gracefully, and waits until it has
+// stopped serving. Calls after the first return the first one's error,
+// as do calls after abort.
+func (s *server) close() error { return s.shut(true) }
+
+// abort closes the server and its connections at once, without waiting
+// for the requests in flight, whose contexts end, and waits until it has
+// stopped serving. Calls after the first return the first one's error,
+// as do calls after close.
+func (s *server) abort() error { return s.shut(false) }
+
+func (s *server) shut(graceful bool) error {
 	s.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		err := s.http.Shutdown(ctx)
-		if err != nil {
+		var err error
+		if graceful {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err = s.http.Shutdown(ctx)
+		}
+		if err != nil || !graceful {
 			err = errors.Join(err, s.http.Close())
 		}
 		if serveErr := <-s.served; !errors.Is(serveErr, http.ErrServerClosed) {
