@@ -42,7 +42,7 @@ func (c *call[T]) invoke(a *attemptCtx, r *result[T]) {
 	} else {
 		r.o = classifyErr(r.err)
 	}
-	if r.o < Accept || r.o > Terminal {
+	if r.o < Accept || r.o == Canceled || r.o > Failed {
 		r.o = Terminal
 	}
 	r.returned = true
@@ -150,14 +150,17 @@ func (c *call[T]) answer(a *attemptCtx, r *result[T]) (k int, d, own drop[T]) {
 		d = c.dropKept()
 		own = c.early(r.v, r.produced && r.err == nil) // the classifier failed on it
 		c.finish(nil, context.Canceled, context.Canceled)
-	case r.o == Retryable:
+	case r.o == Retryable || r.o == Failed:
 		if a == c.last {
-			c.nextAt = time.Time{} // a's own hedge is moot: the next starts now
+			c.nextAt = time.Time{} // a's own hedge is moot: it has answered
 		}
 		d = c.dropKept()
-		c.kept, c.keptVal, c.keptErr = a, r.v, r.err
-		c.retryDue++
-		if k = c.due(c.clockNow()); k == 0 {
+		c.kept, c.keptVal, c.keptErr, c.keptO = a, r.v, r.err, r.o
+		if r.o == Retryable {
+			c.retryDue++ // the next attempt starts now
+			k = c.due(c.clockNow())
+		}
+		if k == 0 {
 			own = c.runOut()
 		}
 	default:
@@ -167,8 +170,8 @@ func (c *call[T]) answer(a *attemptCtx, r *result[T]) (k int, d, own drop[T]) {
 	return k, d, own
 }
 
-// runOut ends the call with the kept retryable result when nothing is in
-// flight and nothing more will start. Called with c.mu held.
+// runOut ends the call with the kept result (Retryable or Failed) when
+// nothing is in flight and nothing more will start. Called with c.mu held.
 func (c *call[T]) runOut() drop[T] {
 	if c.decided || c.kept == nil || c.inflight > 0 || c.claiming || c.retryDue > 0 {
 		return drop[T]{}
@@ -181,6 +184,6 @@ func (c *call[T]) runOut() drop[T] {
 	var zero T
 	v, err := c.keptVal, c.keptErr
 	c.keptVal, c.keptErr = zero, nil
-	c.settle(a, v, err, Retryable)
+	c.settle(a, v, err, c.keptO)
 	return drop[T]{}
 }

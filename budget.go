@@ -31,7 +31,7 @@ import "context"
 //
 // A retry loop draws on the same Budget by calling Allow(0) before its
 // first try and Allow(k) before its k-th retry, and Done(k, o) after every
-// try.
+// try: Tries does this for the loop of a retry library.
 type Budget interface {
 	Allow(ctx context.Context, k int) bool
 	Done(ctx context.Context, k int, o Outcome)

@@ -57,6 +57,7 @@ type call[T any] struct {
 	kept    *attemptCtx
 	keptVal T
 	keptErr error
+	keptO   Outcome // Retryable or Failed
 
 	// The decision.
 	decided    bool

@@ -30,6 +30,7 @@ const (
 	retryable
 	terminal
 	panics
+	failed // a failure that starts nothing at once (hedge.Failed)
 )
 
 type script struct {
@@ -53,9 +54,13 @@ func decodeTimeline(data []byte) timeline {
 	}
 	for k := range tl.max {
 		a, b := at(3+2*k), at(4+2*k)
+		k := kind(b % 4)
+		if k == retryable && b&8 != 0 {
+			k = failed
+		}
 		tl.steps = append(tl.steps, script{
 			after:  time.Duration(1+int(a)%250) * ms,
-			kind:   kind(b % 4),
+			kind:   k,
 			ignore: b&4 != 0,
 		})
 	}
@@ -116,7 +121,7 @@ func model(tl timeline) (v verdict, ok bool) {
 	decide := func(winner int, err string) verdict {
 		var discards []int
 		for k, s := range tl.steps {
-			if k >= len(starts) || k == winner || (s.kind != accept && s.kind != retryable) {
+			if k >= len(starts) || k == winner || (s.kind != accept && s.kind != retryable && s.kind != failed) {
 				continue
 			}
 			if slices.Contains(ended, k) || s.ignore {
@@ -170,6 +175,12 @@ func model(tl timeline) (v verdict, ok bool) {
 		if k == len(starts)-1 {
 			nextAt = -1
 		}
+		if tl.steps[k].kind == failed {
+			if len(inflight) == 0 && (nextAt < 0 || len(starts) >= tl.max) {
+				return decide(k, ""), true // the failed value, as fn returned it
+			}
+			continue
+		}
 		if !tryStart(true) && len(inflight) == 0 {
 			return decide(k, ""), true // the retryable value, as fn returned it
 		}
@@ -197,6 +208,9 @@ func run(t *testing.T, tl timeline) verdict {
 			Classify: func(a answer, err error) hedge.Outcome {
 				if err == nil && a.kind == retryable {
 					return hedge.Retryable
+				}
+				if err == nil && a.kind == failed {
+					return hedge.Failed
 				}
 				return hedge.Classify(a, err)
 			},
@@ -289,6 +303,9 @@ func FuzzDo(f *testing.F) {
 		{2, 2, 0, 250, 4, 50, 3},          // hedge panics
 		{0, 4, 3, 30, 1, 20, 1, 10, 1, 5, 1},
 		{3, 3, 1, 90, 1, 40, 2, 9, 0},
+		{2, 2, 0, 30, 9, 50, 0},               // failed, nothing else in flight: returned at once
+		{1, 3, 0, 70, 9, 100, 0, 50, 0},       // failed while hedges run: they run on
+		{1, 3, 0, 20, 9, 100, 9, 50, 0, 0, 0}, // failed before its hedge: no hedge, no retry
 	} {
 		f.Add(seed)
 	}

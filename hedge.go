@@ -70,7 +70,16 @@ var defaultDelay Delay = fixed(DefaultDelay)
 // Do returns ErrNilFunc for a nil fn and an error wrapping
 // ErrInvalidPolicy for a Policy out of range, without calling fn.
 func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, error)) (T, error) {
+	return do(ctx, p, fn, nil)
+}
+
+// do is Do; outcome, if not nil, receives how the returned result was
+// classified.
+func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, error), outcome *Outcome) (T, error) {
 	var zero T
+	if outcome != nil {
+		*outcome = Terminal // bad input, unless the call runs
+	}
 	if ctx == nil {
 		panic("hedge: nil Context")
 	}
@@ -82,6 +91,9 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		return zero, err
 	}
 	if ctx.Err() != nil {
+		if outcome != nil {
+			*outcome = Canceled
+		}
 		return zero, context.Cause(ctx)
 	}
 	c := &call[T]{
@@ -147,6 +159,9 @@ func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	}
 	c.stopTimer()
 	v, err, pe, goexit := c.val, c.err, c.panicked, c.goexit
+	if outcome != nil {
+		*outcome = c.outcome
+	}
 	var report Report
 	if p.Observer != nil {
 		report = Report{

@@ -21,6 +21,13 @@ const (
 	// deadline or by the caller. Classifiers do not return it; if one does,
 	// Do treats it as Terminal.
 	Canceled
+	// Failed is a failure that starts nothing at once: the other attempts
+	// run on and the hedges already scheduled still come, but unlike
+	// Retryable it does not start the next attempt now. If nothing else is
+	// left, Do returns it as it returns a Retryable result. A classifier
+	// returns it when a retry loop with backoff runs around Do, so that a
+	// failure is retried once, by the loop, not twice.
+	Failed
 )
 
 // String returns the outcome's name.
@@ -34,6 +41,8 @@ func (o Outcome) String() string {
 		return "Terminal"
 	case Canceled:
 		return "Canceled"
+	case Failed:
+		return "Failed"
 	}
 	return "Outcome(?)"
 }

@@ -56,14 +56,15 @@ func (b *TokenBucket) Allow(_ context.Context, k int) bool {
 	return primary(k) || 2*b.tokens.Load() > b.max
 }
 
-// Done drains a token when attempt k, whichever it is, failed retryably,
-// and refills tokenRatio of one when it was accepted. Terminal and
+// Done drains a token when attempt k, whichever it is, failed retryably
+// (Retryable or Failed), and refills tokenRatio of one when it was
+// accepted. Terminal and
 // cancelled attempts say nothing about the upstream's health, so they
 // change nothing. The bucket stays within [0, maxTokens].
 func (b *TokenBucket) Done(_ context.Context, _ int, o Outcome) {
 	var delta int64
 	switch o {
-	case Retryable:
+	case Retryable, Failed:
 		delta = -milli
 	case Accept:
 		delta = b.ratio

@@ -12,21 +12,12 @@ import (
 
 var errDown = errors.New("upstream down")
 
-// retry runs op under backoff.Retry and draws on budget as hedge.Do does:
-// Allow(0) before the first try (whose answer it ignores: a ratio budget
-// counts the call there), Allow(k) before the k-th retry, Done(k, outcome)
-// after every try. When the budget refuses, it stops with the last error.
+// retry runs op under backoff.Retry on budget, as hedge.Do draws on it:
+// hedge.Tries does the bookkeeping, and marks the end of the loop, when
+// the budget refuses a retry, with backoff.Permanent.
 func retry(ctx context.Context, budget hedge.Budget, op func() error) (tries int, err error) {
-	var last error
-	_, err = backoff.Retry(ctx, func() (struct{}, error) {
-		if granted := budget.Allow(ctx, tries); tries > 0 && !granted {
-			return struct{}{}, backoff.Permanent(fmt.Errorf("retry %d refused: %w", tries, last))
-		}
-		last = op()
-		budget.Done(ctx, tries, hedge.Classify(struct{}{}, last))
-		tries++
-		return struct{}{}, last
-	}, backoff.WithBackOff(&backoff.ConstantBackOff{})) // no wait: the example runs at once
+	try := hedge.Tries(ctx, budget, func() (struct{}, error) { tries++; return struct{}{}, op() }, backoff.Permanent)
+	_, err = backoff.Retry(ctx, try, backoff.WithBackOff(&backoff.ConstantBackOff{})) // no wait: the example runs at once
 	return tries, err
 }
 
@@ -80,7 +71,7 @@ func Example() {
 		report.Attempts, report.Winner, v, err, budget.Tokens())
 
 	// Output:
-	// retry loop: 3 tries: retry 3 refused: upstream down; tokens 3.0
+	// retry loop: 3 tries: hedge: retry refused by the budget (retry 3): upstream down; tokens 3.0
 	// hedge.Do:   1 attempt, hedge refused true: upstream down; tokens 2.0
 	// retry loop: 1 try: <nil>; tokens 5.0
 	// hedge.Do:   2 attempts, won by attempt 1: profile <nil>; tokens 6.0
