@@ -2,13 +2,14 @@ package hedge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
 // ErrRefused is wrapped by the error that a retry of Tries returns,
 // without running its op, when the Budget refuses the retry. That error
 // also wraps the last try's error.
-var ErrRefused = fmt.Errorf("hedge: retry refused by the budget")
+var ErrRefused = errors.New("hedge: retry refused by the budget")
 
 // Tries returns op as the tries of one retry loop that draws on b, so
 // that the loop of a retry library (cenkalti/backoff, avast/retry-go, ...)
