@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -168,15 +169,29 @@ func describe(row *LoadRow, p hedge.Policy[int]) {
 // Sweep runs every contender at every utilisation in rhos, the rest of
 // the scenario as base says, and returns the rows load by load, in the
 // order of cs within each load.
+//
+// The runs are independent, each a pure function of its Load and policy in
+// a bubble of its own, so they run in parallel: each as a parallel
+// subtest of a subtest named "sweep", at most -test.parallel at once
+// (GOMAXPROCS by default). Subtests, not goroutines: synctest.Test fails
+// its test with FailNow, which only the test's own goroutine may call. If
+// any run fails, Sweep stops t once every run has ended, as a failing run
+// did before the runs were parallel.
 func Sweep(t *testing.T, base Load, rhos []float64, cs []Contender) []LoadRow {
 	t.Helper()
-	var rows []LoadRow
-	for _, rho := range rhos {
-		l := base
-		l.Rho = rho
-		for _, c := range cs {
-			rows = append(rows, RunLoad(t, l, c))
+	rows := make([]LoadRow, len(rhos)*len(cs))
+	ok := t.Run("sweep", func(t *testing.T) {
+		for i := range rows {
+			l, c := base, cs[i%len(cs)]
+			l.Rho = rhos[i/len(cs)]
+			t.Run(fmt.Sprintf("%s at ρ=%v", c.Name, l.Rho), func(t *testing.T) {
+				t.Parallel()
+				rows[i] = RunLoad(t, l, c)
+			})
 		}
+	})
+	if !ok {
+		t.FailNow()
 	}
 	return rows
 }
