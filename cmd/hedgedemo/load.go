@@ -122,7 +122,8 @@ func runLoad(ctx context.Context, cfg config, out, status io.Writer) error {
 	return printLoadTable(out, lc.shed, rows)
 }
 
-// loadTitle says what the sweep ran: the server, the arrivals, the calls.
+// loadTitle says what the sweep ran, in three lines: the server, its
+// service times, the calls.
 func loadTitle(cfg config, p profile) string {
 	lc := cfg.load
 	running := "stops at once"
@@ -133,10 +134,10 @@ func loadTitle(cfg config, p profile) string {
 	if lc.shed {
 		shed = fmt.Sprintf(", hedgehttp.Shedder{Limit: %d} in front", lc.workers)
 	}
-	return fmt.Sprintf("%d workers, FIFO queue%s; service %v (%.0f%%) or %v (mean %v); "+
-		"Poisson arrivals at ρ × %d / %v; %d calls measured after %d; cancelled work %s",
-		lc.workers, shed, p.fast.String(), 100*(1-p.slowFrac), p.slow.String(), p.mean().Round(100*time.Microsecond),
-		lc.workers, p.mean().Round(100*time.Microsecond), cfg.calls, lc.warmup, running)
+	mean := p.mean().Round(100 * time.Microsecond)
+	return fmt.Sprintf("server:  %d workers, FIFO queue, cancelled work %s%s\n", lc.workers, running, shed) +
+		fmt.Sprintf("service: %v (%.0f%%) or %v (%.0f%%), mean %v\n", p.fast.String(), 100*(1-p.slowFrac), p.slow.String(), 100*p.slowFrac, mean) +
+		fmt.Sprintf("calls:   Poisson arrivals at ρ × %d / %v; %d measured after %d", lc.workers, mean, cfg.calls, lc.warmup)
 }
 
 // pointConfig is one point of the sweep.

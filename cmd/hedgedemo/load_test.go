@@ -113,11 +113,12 @@ func TestRunLoad(t *testing.T) {
 			}
 			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 			policies := loadPolicies(5 * ms)
-			// A title, a blank line, the header, and then a block of rows
-			// per load, a blank line between blocks. Then a line for each
-			// row with failed calls: on a machine stalled for longer than
-			// the timeout, calls time out, but no call fails otherwise.
-			want := 3 + len(lc.rhos)*(len(policies)+1) - 1
+			// A title of three lines, a blank line, the header, and then a
+			// block of rows per load, a blank line between blocks. Then a
+			// line for each row with failed calls: on a machine stalled
+			// for longer than the timeout, calls time out, but no call
+			// fails otherwise.
+			want := 5 + len(lc.rhos)*(len(policies)+1) - 1
 			if len(lines) < want {
 				t.Fatalf("%d lines, want %d:\n%s", len(lines), want, out.String())
 			}
@@ -126,10 +127,12 @@ func TestRunLoad(t *testing.T) {
 					t.Errorf("after the table: %q, want only calls that timed out", line)
 				}
 			}
-			if !strings.Contains(lines[0], "4 workers") || lines[1] != "" {
-				t.Errorf("title %q, then %q", lines[0], lines[1])
+			for i, prefix := range []string{"server:  4 workers", "service: ", "calls:   ", ""} {
+				if !strings.HasPrefix(lines[i], prefix) || (prefix == "") != (lines[i] == "") {
+					t.Errorf("line %d is %q, want it to start with %q", i, lines[i], prefix)
+				}
 			}
-			header := strings.Fields(lines[2])
+			header := strings.Fields(lines[4])
 			wantHeader := []string{"ρ", "p50", "p99", "attempts/call", "hedge", "rate", "win", "rate", "delay"}
 			if lc.shed {
 				wantHeader = []string{"ρ", "p50", "p99", "attempts/call", "hedge", "rate", "win", "rate", "hedges", "shed", "delay"}
@@ -137,7 +140,7 @@ func TestRunLoad(t *testing.T) {
 			if diff := cmp.Diff(wantHeader, header); diff != "" {
 				t.Errorf("header (-want +got):\n%s", diff)
 			}
-			rows := lines[3:]
+			rows := lines[5:]
 			for i, rho := range []string{"0.3", "0.6"} {
 				block := rows[i*(len(policies)+1):]
 				if i > 0 && rows[i*(len(policies)+1)-1] != "" {
