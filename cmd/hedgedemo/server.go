@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tailcut/hedge/hedgehttp"
 )
 
 // span is a range of latencies, drawn uniformly. It is a flag.Value, so
@@ -151,4 +153,39 @@ func (s *server) shut(graceful bool) error {
 		s.closeErr = err
 	})
 	return s.closeErr
+}
+
+// startLoadServer serves the profile's service times on a pool of
+// workers; see loadHandler.
+func startLoadServer(p profile, seed uint64, workers int, stopWork, shed bool) (*server, error) {
+	lat := newLatencies(p, seed)
+	return listen(loadHandler(newPool(workers), stopWork, shed,
+		func(ctx context.Context) error { return sleep(ctx, lat.draw()) }))
+}
+
+// loadHandler serves each request on a worker of p, for as long as work
+// takes (see poolHandler). With shed, a hedgehttp.Shedder in front lets a
+// hedge in only while a worker is free and nobody waits.
+func loadHandler(p *pool, stopWork, shed bool, work func(context.Context) error) http.Handler {
+	var h http.Handler = &poolHandler{pool: p, work: work, stopWork: stopWork}
+	if shed {
+		h = &hedgehttp.Shedder{Handler: h, Limit: p.workers}
+	}
+	return h
+}
+
+// scaled returns p with every latency multiplied by f.
+func (p profile) scaled(f float64) profile {
+	s := func(sp span) span { return span{scaleDuration(sp.min, f), scaleDuration(sp.max, f)} }
+	return profile{fast: s(p.fast), slow: s(p.slow), slowFrac: p.slowFrac}
+}
+
+// mean is the mean of the profile's latencies.
+func (p profile) mean() time.Duration {
+	mid := func(sp span) float64 { return float64(sp.min+sp.max) / 2 }
+	return time.Duration((1-p.slowFrac)*mid(p.fast) + p.slowFrac*mid(p.slow))
+}
+
+func scaleDuration(d time.Duration, f float64) time.Duration {
+	return time.Duration(float64(d) * f)
 }
