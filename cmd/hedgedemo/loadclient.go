@@ -44,7 +44,9 @@ func openLoop(ctx context.Context, rate float64, seed uint64, n int, call func(i
 	}
 }
 
-// callTally is what one call of the sweep saw.
+// callTally is what one call of the sweep saw. The counts are what had
+// happened when the point was summed up: a loser still on its way then
+// (rare: losers are cancelled as the call returns) is left out.
 type callTally struct {
 	latency time.Duration
 	err     error
