@@ -50,11 +50,12 @@ func loadPolicies(delay time.Duration) []loadPolicy {
 			return &hedgehttp.Transport{Delay: &hedge.Percentile{Quantile: 0.9}, MaxAttempts: 3}, nil
 		}},
 		// A learned delay rises with the queue, but every call it hedges
-		// still adds work to a busy server. The ratio budget caps the
-		// extra attempts at a tenth of the calls (plus one a second); the
-		// breaker stops hedges while half the primaries fail.
-		{"Percentile{0.9} + ratio 0.1 + breaker", func() (*hedgehttp.Transport, error) {
-			ratio, err := hedge.NewRatioBudget(0.1, 1, 10*time.Second, nil)
+		// still adds work to a busy server. The production budget of the
+		// README: hedges must keep winning, the breaker stops them while
+		// half the primaries fail, and the ratio caps the extra attempts
+		// at a fifth of the calls (plus one a second).
+		{"Percentile{0.9}, budgeted", func() (*hedgehttp.Transport, error) {
+			win, err := hedge.NewWinRateBudget(hedge.WinRateConfig{})
 			if err != nil {
 				return nil, err
 			}
@@ -62,8 +63,12 @@ func loadPolicies(delay time.Duration) []loadPolicy {
 			if err != nil {
 				return nil, err
 			}
+			ratio, err := hedge.NewRatioBudget(0.2, 1, 10*time.Second, nil)
+			if err != nil {
+				return nil, err
+			}
 			return &hedgehttp.Transport{Delay: &hedge.Percentile{Quantile: 0.9}, MaxAttempts: 3,
-				Budget: hedge.AllOf(ratio, breaker)}, nil
+				Budget: hedge.AllOf(win, breaker, ratio)}, nil
 		}},
 	}
 }
