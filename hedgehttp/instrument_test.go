@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -126,6 +127,32 @@ func TestSupersededTellsLosersFromCutOffAttempts(t *testing.T) {
 		return got
 	}
 	byAttempt := cmpopts.SortSlices(func(a, b attemptEnd) bool { return a.Attempt < b.Attempt })
+	// cutOff sends a request under ctx to base, whose handler waits for its
+	// request's end, hedged at once; cut ends ctx once both attempts are
+	// at the server. Neither attempt lost the race.
+	cutOff := func(t *testing.T, base http.RoundTripper, url string, ctx context.Context, cut func()) {
+		rt := &reporting{base: base, ends: make(chan attemptEnd, 2)}
+		tr := &hedgehttp.Transport{Base: rt, Delay: hedge.Fixed(0)}
+		errc := make(chan error, 1)
+		go func() {
+			_, err := tr.RoundTrip(get(t, url).WithContext(ctx))
+			errc <- err
+		}()
+		cut()
+		if err := within(t, errc, "RoundTrip to return"); !errors.Is(err, ctx.Err()) {
+			t.Errorf("RoundTrip: %v, want %v", err, ctx.Err())
+		}
+		want := []attemptEnd{{Attempt: 0, Failed: true}, {Attempt: 1, Failed: true}}
+		if diff := cmp.Diff(want, collect(t, rt.ends, 2), byAttempt); diff != "" {
+			t.Errorf("(-want +got)\n%s", diff)
+		}
+	}
+	waitForEnd := func(arrived chan<- struct{}) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			arrived <- struct{}{}
+			<-r.Context().Done()
+		})
+	}
 
 	for _, p := range protos {
 		t.Run(p.name+"/loser", func(t *testing.T) {
@@ -143,45 +170,36 @@ func TestSupersededTellsLosersFromCutOffAttempts(t *testing.T) {
 			}
 		})
 
-		for _, cut := range []struct {
-			name string
-			ctx  func(context.Context) (context.Context, context.CancelFunc)
-		}{
-			{"caller cancels", context.WithCancel},
-			{"deadline passes", func(ctx context.Context) (context.Context, context.CancelFunc) {
-				return context.WithTimeout(ctx, 50*ms)
-			}},
-		} {
-			t.Run(p.name+"/"+cut.name, func(t *testing.T) {
-				arrived := make(chan struct{}, 2)
-				url, base := p.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					arrived <- struct{}{}
-					<-r.Context().Done()
-				}))
-				rt := &reporting{base: base, ends: make(chan attemptEnd, 2)}
-				tr := &hedgehttp.Transport{Base: rt, Delay: hedge.Fixed(0)}
-				ctx, cancel := cut.ctx(t.Context())
-				defer cancel()
-				errc := make(chan error, 1)
-				go func() {
-					_, err := tr.RoundTrip(get(t, url).WithContext(ctx))
-					errc <- err
-				}()
+		t.Run(p.name+"/caller cancels", func(t *testing.T) {
+			arrived := make(chan struct{}, 2)
+			url, base := p.start(t, waitForEnd(arrived))
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			cutOff(t, base, url, ctx, func() {
 				within(t, arrived, "the primary to reach the server")
 				within(t, arrived, "the hedge to reach the server")
-				if cut.name == "caller cancels" {
-					cancel()
-				}
-				if err := within(t, errc, "RoundTrip to return"); !errors.Is(err, ctx.Err()) {
-					t.Errorf("RoundTrip: %v, want %v", err, ctx.Err())
-				}
-				want := []attemptEnd{{Attempt: 0, Failed: true}, {Attempt: 1, Failed: true}}
-				if diff := cmp.Diff(want, collect(t, rt.ends, 2), byAttempt); diff != "" {
-					t.Errorf("(-want +got)\n%s", diff)
-				}
+				cancel()
 			})
-		}
+		})
 	}
+
+	// A deadline in real time may pass before a busy machine has sent the
+	// attempts; in virtual time it passes only once both wait at the
+	// server, a real http.Server reached by a real http.Transport over
+	// in-memory pipes. The deadline is then exact: the timers that end the
+	// attempts fire at the very instant the request's own does.
+	t.Run("deadline passes", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			arrived := make(chan struct{}, 2)
+			base := servePipes(t, waitForEnd(arrived))
+			ctx, cancel := context.WithTimeout(t.Context(), 50*ms)
+			defer cancel()
+			cutOff(t, base, "http://upstream.test/", ctx, func() {})
+			if n := len(arrived); n != 2 {
+				t.Errorf("%d attempts reached the server before the deadline, want 2", n)
+			}
+		})
+	})
 
 	t.Run("outside a hedged request", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
