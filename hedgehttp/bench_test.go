@@ -55,8 +55,8 @@ func roundTrip(b *testing.B, rt http.RoundTripper, req *http.Request) {
 // The fast path: the first attempt answers before its hedge is due, with
 // the zero Transport's own delay (learned per route) and with a fixed one,
 // beside Base called directly and through the floor, and a request that
-// passes through. A call
-// copies its request's header, so a request with a few headers costs more.
+// passes through. A call copies its request's header, so a request with a
+// few headers costs more.
 func BenchmarkFastPath(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background()) // as a server's request context
 	defer cancel()

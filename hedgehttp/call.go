@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,21 +20,30 @@ type call struct {
 	context.Context // the request's
 
 	t *Transport
-	// req is what every attempt sends, each with its own context: the
-	// caller's request, copied before the first attempt down to its URL,
-	// Header and Trailer, the parts a caller changes in place when it
-	// reuses a request. RoundTrip waits neither for the attempts that
-	// lose, whose Base may read their request long after the caller has
-	// reused its own, nor for a hedge claimed as the call is decided,
-	// which copies req only then. Attempts only read it, so they share it.
+	// req is the primary's request, and what every hedge copies with a
+	// context of its own: the caller's request, copied before the first
+	// attempt down to its URL, Header and Trailer, the parts a caller
+	// changes in place when it reuses a request. RoundTrip waits neither
+	// for the attempts that lose, whose Base may read their request long
+	// after the caller has reused its own, nor for a hedge claimed as the
+	// call is decided, which copies req only then. Attempts only read it,
+	// so they share it.
 	req     http.Request
 	url     url.URL // req.URL points here
 	route   *route
 	hasBody bool
+	over    bool // guarded by mu: a response has ended the call, or RoundTrip is returning
 
 	bodyTaken atomic.Bool               // req.Body is spoken for: by attempt 0, or closed
 	resume    atomic.Pointer[time.Time] // no attempt is sent before it: a Retry-After
-	primary   attempt
+
+	// The attempts, the primary first and the hedges after it, linked by
+	// attempt.next. The call cancels the losers still waiting for their
+	// response's header itself (cancelLosers), rather than through a
+	// registration on each hedge.Do attempt's context: that would cost
+	// three allocations per attempt and a goroutine per loser.
+	mu      sync.Mutex
+	primary attempt
 }
 
 type callKey struct{}
@@ -74,8 +84,18 @@ func Route(ctx context.Context) string {
 // newCall makes the call that hedges req, with the copy of req that its
 // attempts send. The copy is what not waiting for losers costs: a Header
 // clone per call, and a request and a URL inside the call's allocation.
+// The copy is the primary's request, with the primary's context, made
+// here so that the primary needs no allocation of its own: it waits for
+// its header until it answers or end cancels it, whether it ran or not.
 func newCall(t *Transport, req *http.Request) *call {
-	c := &call{Context: req.Context(), t: t, req: *req, hasBody: req.Body != nil && req.Body != http.NoBody}
+	c := &call{Context: req.Context(), t: t, hasBody: req.Body != nil && req.Body != http.NoBody}
+	a := &c.primary
+	a.ctx = reqCtx{c.Context, c}
+	ctx, cancel := context.WithCancel(&a.ctx)
+	a.body.cancel = cancel
+	a.req = &c.req
+	a.waiting = true
+	c.req = *req.WithContext(ctx)
 	c.url = *req.URL // not nil: hedges turns such requests away
 	c.req.URL = &c.url
 	c.req.Header = req.Header.Clone()
@@ -88,6 +108,15 @@ func newCall(t *Transport, req *http.Request) *call {
 		c.req.Header.Set(h, "0")
 	}
 	return c
+}
+
+// end ends the call as RoundTrip returns winner's response (nil: none):
+// it cancels every other attempt still waiting for its header, the
+// primary too if it never ran, and closes req.Body unless an attempt took
+// it, so that an attempt that never ran does not leave it open.
+func (c *call) end(winner *attempt) {
+	c.cancelLosers(winner)
+	c.closeBody()
 }
 
 // closeBody closes req.Body unless attempt 0 took it: RoundTrip owns it,
@@ -104,6 +133,7 @@ func (c *call) closeBody() {
 type result struct {
 	resp *http.Response
 	o    hedge.Outcome
+	a    *attempt // the attempt that sent it
 }
 
 func outcome(r result, _ error) hedge.Outcome { return r.o }
@@ -115,13 +145,16 @@ func discard(r result) { release(r.resp) }
 func run(ctx context.Context) (result, error) { return callOf(ctx).do(ctx) }
 
 // reqCtx is an attempt's request context: the request's for the deadline
-// and cancellation, the hedge attempt's for values. The attempt's own
-// context is unlinked from the request's once the call is decided, so a
-// body tied to it would not hear the caller cancel after RoundTrip
-// returned; tied to the request's, it does, and Close releases the link.
+// and cancellation, vals for values. The attempt's own context is
+// unlinked from the request's once the call is decided, so a body tied to
+// it would not hear the caller cancel after RoundTrip returned; tied to
+// the request's, it does, and Close releases the link.
 type reqCtx struct {
-	context.Context                 // the request's
-	vals            context.Context // hedge.Do's for this attempt: hedge.Attempt, Route
+	context.Context // the request's
+	// vals: a hedge's hedge.Do context, for hedge.Attempt and Route; the
+	// call for the primary, whose context is made before hedge.Do runs
+	// (hedge.Attempt is 0 without one).
+	vals context.Context
 }
 
 func (r *reqCtx) Value(key any) any { return r.vals.Value(key) }
@@ -134,35 +167,54 @@ func (r *reqCtx) AfterFunc(f func()) (stop func() bool) { return context.AfterFu
 type attempt struct {
 	ctx  reqCtx
 	body body
-	req  http.Request // what it sends: the call's req with its own context, in the attempt's allocation
+	req  *http.Request // what it sends: the call's req for the primary, a hedge's own copy
+	// Guarded by the call's mu: the call's next attempt, and whether the
+	// attempt may yet be sent or waits for its response's header.
+	next    *attempt
+	waiting bool
 }
 
-// do sends one attempt of the call. hctx is hedge.Do's context for it: cancelled when the attempt loses, which reaches the request only
-// while it waits for the response's header. From then on, the body is
-// Discard's (a loser) or the caller's (the winner) to close.
+// hedgeAttempt is a hedge's attempt and the request it sends, in one
+// allocation.
+type hedgeAttempt struct {
+	attempt
+	req http.Request
+}
+
+// do sends one attempt of the call. hctx is hedge.Do's context for it.
+// The call cancels the attempt when it loses, but only while it waits for
+// the response's header. From then on, the body is Discard's (a loser)
+// or the caller's (the winner) to close.
 func (c *call) do(hctx context.Context) (result, error) {
 	k := hedge.Attempt(hctx)
 	a := &c.primary
 	if k > 0 {
-		a = &attempt{}
+		a = c.hedge(hctx)
 	}
-	a.ctx = reqCtx{c.Context, hctx}
-	// A plain cancel, not a cause: it doubles as the loser's callback
-	// without a closure around it.
-	ctx, cancel := context.WithCancel(&a.ctx)
-	a.body.cancel = cancel
-	stop := afterFunc(hctx, cancel)
-	resp, err := c.send(ctx, a, k)
-	stop()
+	if !c.start(a, hctx) {
+		// The call has ended, or a response has ended it: send nothing.
+		a.body.cancel()
+		<-hctx.Done() // see below
+		return result{o: hedge.Terminal, a: a}, context.Canceled
+	}
+	resp, err := c.send(a, k)
+	if c.answered(a) {
+		// Cancelled because another response ended the call, maybe before
+		// hedge.Do has taken it: this result must reach hedge.Do after
+		// that one, as a loser's, or a retryable error would start
+		// another attempt, and a terminal one end the call with it.
+		// hedge.Do cancels hctx when it decides.
+		<-hctx.Done()
+	}
 	switch {
 	case err != nil:
-		cancel()
+		a.body.cancel()
 		if resp != nil && resp.Body != nil { // a RoundTripper out of contract
 			resp.Body.Close()
 		}
 		resp = nil
 	case resp.Body == nil || resp.Body == http.NoBody:
-		cancel() // nothing to read: hold nothing
+		a.body.cancel() // nothing to read: hold nothing
 	default:
 		a.body.rc = resp.Body
 		resp.Body = &a.body
@@ -181,27 +233,119 @@ func (c *call) do(hctx context.Context) (result, error) {
 			o = c.pushBack(h)
 		}
 	}
-	return result{resp, o}, err
+	if o != hedge.Retryable {
+		// Every outcome but Retryable ends the call (this one, or one
+		// hedge.Do took before it): every attempt still waiting has lost.
+		// Cancelled here, they leave the server at the decision, not once
+		// RoundTrip has returned.
+		c.cancelLosers(a)
+	}
+	return result{resp, o, a}, err
 }
 
-func (c *call) send(ctx context.Context, a *attempt, k int) (*http.Response, error) {
-	if err := c.wait(ctx); err != nil {
-		return nil, err
+// start makes a, waiting, the attempt hedge.Do sends next, unless the
+// call has ended or hedge.Do has already cancelled a hedge.
+func (c *call) start(a *attempt, hctx context.Context) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a == &c.primary {
+		return a.waiting // false: a loser before it ran
 	}
-	a.req = *c.req.WithContext(ctx)
-	r := &a.req
-	if c.hasBody && (k > 0 || !c.bodyTaken.CompareAndSwap(false, true)) {
-		b, err := c.req.GetBody()
-		if err != nil {
+	a.next, c.primary.next = c.primary.next, a
+	a.waiting = !c.over && hctx.Err() == nil // Err: claimed as the call was decided
+	return a.waiting
+}
+
+// hedge makes the attempt of a hedge: a copy of the call's request with
+// a context of its own. Not inlined, so that the request WithContext
+// builds on the stack on its way is not in do's frame while Base runs.
+//
+//go:noinline
+func (c *call) hedge(hctx context.Context) *attempt {
+	h := &hedgeAttempt{}
+	a := &h.attempt
+	a.ctx = reqCtx{c.Context, hctx}
+	ctx, cancel := context.WithCancel(&a.ctx)
+	a.body.cancel = cancel
+	h.req = *c.req.WithContext(ctx)
+	a.req = &h.req
+	return a
+}
+
+// answered marks a's response's header as come, or its attempt as
+// failed: cancelling it is no longer the call's to do. It reports whether
+// the call cancelled a first: a lost.
+func (c *call) answered(a *attempt) (lost bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lost = !a.waiting
+	a.waiting = false
+	return lost
+}
+
+// cancelLosers ends the call for every attempt but keep: it cancels those
+// still waiting for their response's header (and the primary if it has
+// not run), and keeps any attempt from being sent from now on.
+func (c *call) cancelLosers(keep *attempt) {
+	var cancels [hedge.MaxAttemptsLimit]context.CancelFunc
+	n := 0
+	c.mu.Lock()
+	c.over = true
+	for a := &c.primary; a != nil; a = a.next {
+		if a != keep && a.waiting {
+			a.waiting = false
+			cancels[n] = a.body.cancel
+			n++
+		}
+	}
+	c.mu.Unlock()
+	for _, cancel := range cancels[:n] {
+		cancel()
+	}
+}
+
+// send sends attempt k. Its frame is kept small, the rare steps in
+// functions of their own: the attempt runs on a fresh goroutine, whose
+// first stack is small, and growing it would cost more than the rest of
+// the call.
+func (c *call) send(a *attempt, k int) (*http.Response, error) {
+	r := a.req
+	if c.resume.Load() != nil {
+		if err := c.wait(r.Context()); err != nil {
 			return nil, err
 		}
-		r.Body = b
 	}
-	if h := c.t.AttemptHeader; h != "" && k > 0 {
-		r.Header = c.req.Header.Clone()
-		r.Header.Set(h, strconv.Itoa(k))
+	if c.hasBody {
+		if k > 0 {
+			if err := c.body(r); err != nil {
+				return nil, err
+			}
+		} else if !c.bodyTaken.CompareAndSwap(false, true) {
+			// end closed req.Body, after it cancelled the primary.
+			return nil, context.Cause(r.Context())
+		}
+	}
+	if c.t.AttemptHeader != "" && k > 0 {
+		c.number(r, k)
 	}
 	return c.t.base.RoundTrip(r)
+}
+
+// body gives r a body of its own, from GetBody.
+func (c *call) body(r *http.Request) error {
+	b, err := c.req.GetBody()
+	if err != nil {
+		return err
+	}
+	r.Body = b
+	return nil
+}
+
+// number gives r a copy of the call's header with the attempt number k
+// in AttemptHeader.
+func (c *call) number(r *http.Request, k int) {
+	r.Header = c.req.Header.Clone()
+	r.Header.Set(c.t.AttemptHeader, strconv.Itoa(k))
 }
 
 // classify runs the Transport's classifier.
@@ -232,14 +376,4 @@ func Classify(resp *http.Response, err error) hedge.Outcome {
 		return hedge.Retryable
 	}
 	return hedge.Accept
-}
-
-// afterFunc is context.AfterFunc without its own context: hedge.Do's
-// attempt contexts take a callback directly, where context.AfterFunc
-// would first make them allocate a Done channel.
-func afterFunc(ctx context.Context, f func()) (stop func() bool) {
-	if a, ok := ctx.(interface{ AfterFunc(func()) func() bool }); ok {
-		return a.AfterFunc(f)
-	}
-	return context.AfterFunc(ctx, f)
 }

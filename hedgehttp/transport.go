@@ -136,8 +136,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	c := newCall(t, req)
+	var r result
+	// Deferred, so that a panic of Classify, Delay or Budget cancels the
+	// attempts too.
+	defer func() { c.end(r.a) }()
 	if t.err != nil {
-		c.closeBody()
 		return nil, t.err
 	}
 	c.route = t.routes.of(req)
@@ -150,7 +153,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Observer:    c.observer(),
 	}
 	r, err := hedge.Do(c, p, run)
-	c.closeBody()
 	if err != nil {
 		return nil, err
 	}
