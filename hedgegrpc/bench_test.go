@@ -46,7 +46,7 @@ func benchClient(b *testing.B, opts ...grpc.DialOption) healthpb.HealthClient {
 // long before the hedging delay. "plain" is the same call on a channel
 // without the interceptor; "throttled" adds the token bucket.
 func BenchmarkUnary(b *testing.B) {
-	hedged := func(throttle *hedgegrpc.RetryThrottling) grpc.DialOption {
+	hedged := func(throttle *hedgegrpc.RetryThrottling) []grpc.DialOption {
 		in, err := hedgegrpc.New(hedgegrpc.Config{
 			Methods: map[string]hedgegrpc.HedgingPolicy{"grpc.health.v1.Health": {
 				MaxAttempts: 2, HedgingDelay: time.Second, NonFatalStatusCodes: unavailable,
@@ -56,15 +56,15 @@ func BenchmarkUnary(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		return in.DialOption()
+		return in.DialOptions("passthrough:///bench")
 	}
 	for _, bb := range []struct {
 		name string
 		opts []grpc.DialOption
 	}{
 		{"plain", nil},
-		{"hedged", []grpc.DialOption{hedged(nil)}},
-		{"hedged-throttled", []grpc.DialOption{hedged(&hedgegrpc.RetryThrottling{MaxTokens: 10, TokenRatio: 0.1})}},
+		{"hedged", hedged(nil)},
+		{"hedged-throttled", hedged(&hedgegrpc.RetryThrottling{MaxTokens: 10, TokenRatio: 0.1})},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			client := benchClient(b, bb.opts...)

@@ -52,8 +52,21 @@ type Config struct {
 	// Observer, if set, receives a hedge.Report for every hedged call
 	// (*hedge.Stats counts hedge rate, win rate and amplification). Its
 	// BudgetRefusals count hedges that throttling or server pushback held
-	// back. It must be safe for concurrent use.
+	// back. For a stream, the report covers the race until the call
+	// committed to one attempt. It must be safe for concurrent use.
 	Observer hedge.Observer
+
+	// ServiceConfig is a whole gRPC service config in JSON, the document
+	// ParseServiceConfig read. DialOptions gives it to grpc-go as the
+	// channel's default service config (grpc.WithDefaultServiceConfig),
+	// so that one document sets grpc-go's load balancing, timeouts and
+	// retries and this package's hedging. When Methods and
+	// RetryThrottling are both nil, New takes them from it; otherwise
+	// they govern the hedging and the document only goes to grpc-go. ""
+	// means no default service config. New returns an error wrapping
+	// ErrInvalidConfig for a document ParseServiceConfig refuses;
+	// grpc.NewClient refuses what grpc-go's own parser does.
+	ServiceConfig string
 }
 
 // HedgingPolicy is gRFC A6's hedgingPolicy for one method or service: send
@@ -102,14 +115,15 @@ type RetryThrottling struct {
 
 // method is one validated policy, ready for calls.
 type method struct {
-	policy   hedge.Policy[*attempt] // Budget is set per call
-	max      int                    // MaxAttempts after the cap
-	nonFatal uint32                 // bit c set: code c is non-fatal
+	unary    hedge.Policy[*unaryAttempt]  // Budget is set per call
+	stream   hedge.Policy[*streamAttempt] // likewise
+	max      int                          // MaxAttempts after the cap
+	nonFatal uint32                       // bit c set: code c is non-fatal
 }
 
-// classify is the policy's classifier: OK is accepted, a non-fatal code
+// outcome is the policies' classifier: OK is accepted, a non-fatal code
 // is retryable, and any other code is terminal.
-func (m *method) classify(_ *attempt, err error) hedge.Outcome {
+func (m *method) outcome(err error) hedge.Outcome {
 	if err == nil {
 		return hedge.Accept
 	}
@@ -119,49 +133,88 @@ func (m *method) classify(_ *attempt, err error) hedge.Outcome {
 	return hedge.Terminal
 }
 
+func (m *method) classifyUnary(_ *unaryAttempt, err error) hedge.Outcome { return m.outcome(err) }
+
+func (m *method) classifyStream(_ *streamAttempt, err error) hedge.Outcome { return m.outcome(err) }
+
 func (m *method) isNonFatal(c codes.Code) bool { return c < 32 && m.nonFatal&(1<<c) != 0 }
 
 // maxCode is one past the last code gRPC defines (Unauthenticated).
 const maxCode = codes.Unauthenticated + 1
 
-// compile validates cfg and returns its methods by name, with leading
-// slashes removed, and its token bucket.
-func compile(cfg Config) (map[string]*method, *hedge.TokenBucket, error) {
+// table is what calls of one channel read: the policies by name, with
+// leading slashes removed, and the token bucket. A table never changes;
+// a new service config from the resolver makes a new one.
+type table struct {
+	methods    map[string]*method
+	bucket     *hedge.TokenBucket // nil: no throttling
+	throttling RetryThrottling    // the bucket's; zero: none
+}
+
+// lookup returns the policy of a full method name ("/svc/method"): the
+// method's own, else its service's, else the default; nil if none, or if
+// t is nil.
+func (t *table) lookup(full string) *method {
+	if t == nil || len(t.methods) == 0 {
+		return nil
+	}
+	name := strings.TrimPrefix(full, "/")
+	if m, ok := t.methods[name]; ok {
+		return m
+	}
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		if m, ok := t.methods[name[:i]]; ok {
+			return m
+		}
+	}
+	return t.methods[""]
+}
+
+// compile validates cfg's policies and throttling and returns them as a
+// table. The table keeps prev's token bucket when the throttling is the
+// same: a resolver that sends its config again does not refill the
+// bucket that failures drained.
+func compile(cfg Config, prev *table) (*table, error) {
 	limit := cfg.MaxAttemptsLimit
 	switch {
 	case limit == 0:
 		limit = DefaultMaxAttemptsLimit
 	case limit < 2 || limit > hedge.MaxAttemptsLimit:
-		return nil, nil, fmt.Errorf("%w: MaxAttemptsLimit %d is outside 2..%d", ErrInvalidConfig, limit, hedge.MaxAttemptsLimit)
+		return nil, fmt.Errorf("%w: MaxAttemptsLimit %d is outside 2..%d", ErrInvalidConfig, limit, hedge.MaxAttemptsLimit)
 	}
-	var bucket *hedge.TokenBucket
-	if t := cfg.RetryThrottling; t != nil {
-		if err := t.validate(); err != nil {
-			return nil, nil, err
+	t := &table{methods: make(map[string]*method, len(cfg.Methods))}
+	if r := cfg.RetryThrottling; r != nil {
+		if err := r.validate(); err != nil {
+			return nil, err
 		}
-		b, err := hedge.NewTokenBucket(t.MaxTokens, t.TokenRatio)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		t.throttling = *r
+		if prev != nil && prev.bucket != nil && prev.throttling == *r {
+			t.bucket = prev.bucket
+		} else {
+			b, err := hedge.NewTokenBucket(r.MaxTokens, r.TokenRatio)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+			}
+			t.bucket = b
 		}
-		bucket = b
 	}
-	methods := make(map[string]*method, len(cfg.Methods))
 	for name, p := range cfg.Methods {
 		key, err := methodKey(name)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		if _, dup := methods[key]; dup {
-			return nil, nil, fmt.Errorf("%w: method %q is named twice", ErrInvalidConfig, key)
+		if _, dup := t.methods[key]; dup {
+			return nil, fmt.Errorf("%w: method %q is named twice", ErrInvalidConfig, key)
 		}
 		m, err := p.compile(limit)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w (method %q)", err, name)
+			return nil, fmt.Errorf("%w (method %q)", err, name)
 		}
-		m.policy.Observer = cfg.Observer
-		methods[key] = m
+		m.unary.Observer = cfg.Observer
+		m.stream.Observer = cfg.Observer
+		t.methods[key] = m
 	}
-	return methods, bucket, nil
+	return t, nil
 }
 
 // methodKey checks a Config.Methods name and returns it without a
@@ -210,7 +263,8 @@ func (p HedgingPolicy) compile(limit int) (*method, error) {
 	} else if err := checkDelay(delay); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	m.policy = hedge.Policy[*attempt]{Delay: delay, MaxAttempts: m.max, Classify: m.classify}
+	m.unary = hedge.Policy[*unaryAttempt]{Delay: delay, MaxAttempts: m.max, Classify: m.classifyUnary}
+	m.stream = hedge.Policy[*streamAttempt]{Delay: delay, MaxAttempts: m.max, Classify: m.classifyStream}
 	return m, nil
 }
 

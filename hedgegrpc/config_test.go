@@ -180,6 +180,9 @@ func TestParseServiceConfig(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := hedgegrpc.ParseServiceConfig(tt.js)
 			checkErr(t, err, tt.wantErr)
+			if tt.wantErr == "" {
+				tt.want.ServiceConfig = tt.js // the whole document, for grpc-go
+			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("(-want +got)\n%s", diff)
 			}

@@ -65,8 +65,9 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	conn, err := grpc.NewClient("passthrough:///health", dialer,
-		grpc.WithTransportCredentials(insecure.NewCredentials()), hedging.DialOption())
+	const target = "passthrough:///health"
+	conn, err := grpc.NewClient(target, append(hedging.DialOptions(target), dialer,
+		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		panic(err)
 	}

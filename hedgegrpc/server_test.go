@@ -279,7 +279,8 @@ func start(t *testing.T, cfg hedgegrpc.Config, scripts map[string][]step, lis ne
 		defer close(served)
 		gs.Serve(lis)
 	}()
-	opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()), in.DialOption())
+	opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts = append(opts, in.DialOptions(target)...)
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		t.Fatal(err)

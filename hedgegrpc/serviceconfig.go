@@ -16,8 +16,10 @@ import (
 // ParseServiceConfig reads the hedging parts of a gRPC service config in
 // its JSON form (gRFC A6): every methodConfig entry that has a
 // hedgingPolicy, under each of its names, and retryThrottling. Other
-// fields (loadBalancingPolicy, timeout, retryPolicy, ...) are ignored, so
-// the same document can be given to grpc.WithDefaultServiceConfig. It
+// fields (loadBalancingConfig, timeout, retryPolicy, ...) are grpc-go's:
+// the Config keeps the whole document in ServiceConfig, and
+// Interceptor.DialOptions gives it to grpc-go as the channel's default
+// service config, so one document configures both. It
 // returns an error wrapping ErrInvalidConfig for a document A6 does not
 // allow: an entry with both retryPolicy and hedgingPolicy, a name given
 // twice in the document (whatever policy, if any, each entry holds: A6
@@ -106,9 +108,10 @@ func ParseServiceConfig(js string) (Config, error) {
 		}
 	}
 	// Everything else New checks: report it now, not at New.
-	if _, _, err := compile(Config{Methods: cfg.Methods, MaxAttemptsLimit: hedge.MaxAttemptsLimit}); err != nil {
+	if _, err := compile(Config{Methods: cfg.Methods, MaxAttemptsLimit: hedge.MaxAttemptsLimit}, nil); err != nil {
 		return Config{}, err
 	}
+	cfg.ServiceConfig = js
 	return cfg, nil
 }
 

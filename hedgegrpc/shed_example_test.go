@@ -68,9 +68,10 @@ func ExampleShedder() {
 	if err != nil {
 		panic(err)
 	}
-	conn, err := grpc.NewClient("passthrough:///health",
+	const target = "passthrough:///health"
+	conn, err := grpc.NewClient(target, append(hedging.DialOptions(target),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()), hedging.DialOption())
+		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		panic(err)
 	}

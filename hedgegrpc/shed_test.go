@@ -144,8 +144,9 @@ func startShed(t *testing.T, shed *hedgegrpc.Shedder, svc *guarded, cfg hedgegrp
 		defer close(served)
 		gs.Serve(lis)
 	}()
-	dial = append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		in.DialOption(), grpc.WithChainUnaryInterceptor(e.tries.unary))
+	dial = append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	dial = append(dial, in.DialOptions(target)...)
+	dial = append(dial, grpc.WithChainUnaryInterceptor(e.tries.unary))
 	e.conn, err = grpc.NewClient(target, dial...)
 	if err != nil {
 		t.Fatal(err)

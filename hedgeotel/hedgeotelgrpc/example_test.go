@@ -24,10 +24,10 @@ func ExampleStatsHandler() {
 	if err != nil {
 		panic(err)
 	}
-	conn, err := grpc.NewClient("dns:///profiles.example:443",
+	const target = "dns:///profiles.example:443"
+	conn, err := grpc.NewClient(target, append(in.DialOptions(target),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		in.DialOption(),
-		grpc.WithStatsHandler(hedgeotelgrpc.StatsHandler(otelgrpc.NewClientHandler())))
+		grpc.WithStatsHandler(hedgeotelgrpc.StatsHandler(otelgrpc.NewClientHandler())))...)
 	if err != nil {
 		panic(err)
 	}

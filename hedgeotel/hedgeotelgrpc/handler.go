@@ -5,8 +5,8 @@
 // hedge.superseded=true with status Ok in place of the Error that their
 // cancellation would set.
 //
-//	conn, err := grpc.NewClient(target, creds, in.DialOption(),
-//		grpc.WithStatsHandler(hedgeotelgrpc.StatsHandler(otelgrpc.NewClientHandler())))
+//	conn, err := grpc.NewClient(target, append(in.DialOptions(target), creds,
+//		grpc.WithStatsHandler(hedgeotelgrpc.StatsHandler(otelgrpc.NewClientHandler())))...)
 //
 // It is a stats handler rather than an interceptor because otelgrpc makes
 // its spans in a stats handler, inside the invoker: an interceptor chained

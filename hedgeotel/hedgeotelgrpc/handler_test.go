@@ -113,10 +113,10 @@ func newEnv(t *testing.T, hang bool) *env {
 		defer close(served)
 		gs.Serve(lis)
 	}()
-	conn, err := grpc.NewClient(lis.Addr().String(),
+	target := lis.Addr().String()
+	conn, err := grpc.NewClient(target, append(in.DialOptions(target),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		in.DialOption(),
-		grpc.WithStatsHandler(hedgeotelgrpc.StatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp)))))
+		grpc.WithStatsHandler(hedgeotelgrpc.StatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp)))))...)
 	if err != nil {
 		t.Fatal(err)
 	}

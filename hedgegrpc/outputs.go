@@ -1,0 +1,142 @@
+package hedgegrpc
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// outputs are the caller's call options that gRPC would otherwise apply
+// once per attempt: each attempt collects into its own, and the winner's
+// are copied to these once; OnFinish callbacks run once, with the call's
+// result.
+type outputs struct {
+	headers, trailers []*metadata.MD
+	peers             []*peer.Peer
+	finish            []func(error)
+}
+
+// split copies opts, less the options that must not run per attempt,
+// which it returns apart (nil if there are none). The copy is the
+// attempts' own: the caller may reuse its slice once the call returns.
+func split(opts []grpc.CallOption) ([]grpc.CallOption, *outputs) {
+	i := 0
+	for i < len(opts) && !perCall(opts[i]) {
+		i++
+	}
+	if i == len(opts) {
+		return slices.Clone(opts), nil
+	}
+	rest := append([]grpc.CallOption(nil), opts[:i]...)
+	out := &outputs{}
+	for _, o := range opts[i:] {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			out.headers = append(out.headers, o.HeaderAddr)
+		case *grpc.HeaderCallOption:
+			out.headers = append(out.headers, o.HeaderAddr)
+		case grpc.TrailerCallOption:
+			out.trailers = append(out.trailers, o.TrailerAddr)
+		case *grpc.TrailerCallOption:
+			out.trailers = append(out.trailers, o.TrailerAddr)
+		case grpc.PeerCallOption:
+			out.peers = append(out.peers, o.PeerAddr)
+		case *grpc.PeerCallOption:
+			out.peers = append(out.peers, o.PeerAddr)
+		case grpc.OnFinishCallOption:
+			out.finish = append(out.finish, o.OnFinish)
+		case *grpc.OnFinishCallOption:
+			out.finish = append(out.finish, o.OnFinish)
+		default:
+			rest = append(rest, o)
+		}
+	}
+	return rest, out
+}
+
+func perCall(o grpc.CallOption) bool {
+	switch o.(type) {
+	case grpc.HeaderCallOption, *grpc.HeaderCallOption,
+		grpc.TrailerCallOption, *grpc.TrailerCallOption,
+		grpc.PeerCallOption, *grpc.PeerCallOption,
+		grpc.OnFinishCallOption, *grpc.OnFinishCallOption:
+		return true
+	}
+	return false
+}
+
+// received is what one attempt collected for the caller's options: its
+// own header, trailer and peer.
+type received struct {
+	header  metadata.MD
+	trailer metadata.MD
+	peer    peer.Peer
+}
+
+// ask appends to opts the options that collect into r what the caller
+// asked for; always the trailer when trailer is set.
+func (o *outputs) ask(opts []grpc.CallOption, r *received, trailer bool) []grpc.CallOption {
+	if trailer || o != nil && len(o.trailers) > 0 {
+		opts = append(opts, grpc.Trailer(&r.trailer))
+	}
+	if o == nil {
+		return opts
+	}
+	if len(o.headers) > 0 {
+		opts = append(opts, grpc.Header(&r.header))
+	}
+	if len(o.peers) > 0 {
+		opts = append(opts, grpc.Peer(&r.peer))
+	}
+	return opts
+}
+
+// deliver copies the returned attempt's header, trailer and peer to the
+// caller's options.
+func (o *outputs) deliver(r *received) {
+	for _, h := range o.headers {
+		*h = r.header
+	}
+	for _, t := range o.trailers {
+		*t = r.trailer
+	}
+	for _, p := range o.peers {
+		*p = r.peer
+	}
+}
+
+func codeOf(err error) codes.Code { return status.Code(err) }
+
+// contextError returns the call's error as grpc-go's own calls return it
+// when the caller's context ends: a status with codes.DeadlineExceeded or
+// codes.Canceled and the context's cause as its message. hedge.Do returns
+// the cause as it is, or the failure of an attempt that the end of the
+// context cut off, whichever it saw first: both mean the same. It returns
+// nil for a server's own failure, or an error of another kind, which the
+// call returns as it is.
+func contextError(ctx context.Context, err error) error {
+	ctxErr, cause := ctx.Err(), context.Cause(ctx)
+	if ctxErr == nil {
+		// The deadline may have passed with ctx's timer yet to fire: the
+		// attempts' own timers for it can go off first.
+		deadline, ok := ctx.Deadline()
+		if !ok || time.Now().Before(deadline) {
+			return nil
+		}
+		ctxErr, cause = context.DeadlineExceeded, context.DeadlineExceeded
+	}
+	switch st, isStatus := status.FromError(err); {
+	case isStatus && st.Code() != codes.Canceled && st.Code() != codes.DeadlineExceeded:
+		return nil
+	case !isStatus && err != cause && !errors.Is(err, ctxErr):
+		return nil
+	}
+	return status.Error(status.FromContextError(ctxErr).Code(), cause.Error())
+}

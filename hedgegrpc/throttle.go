@@ -1,0 +1,132 @@
+package hedgegrpc
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/tailcut/hedge"
+)
+
+// The metadata keys of A6.
+const (
+	previousAttemptsKey = "grpc-previous-rpc-attempts"
+	pushbackKey         = "grpc-retry-pushback-ms"
+)
+
+// stopBit in throttle.held means pushback said: no more hedges for this
+// call.
+const stopBit = 1 << 31
+
+// throttle is the part of one hedged call's hedge.Budget that unary calls
+// and streams share: the channel's token bucket with A6's server
+// pushback, which the core's Budget contract makes race-free. Do calls
+// Allow and Done outside its lock, and calls Done for an attempt before
+// it starts the attempt that a retryable result lets start at once; so an
+// attempt that waits out a pushback holds every other start back until
+// its Done, and the next attempt starts exactly when the wait ends.
+type throttle struct {
+	m       *method
+	bucket  *hedge.TokenBucket // nil: no throttling
+	started atomic.Int32       // attempts that have started
+	held    atomic.Uint32      // bit k: attempt k waits out a pushback; stopBit: no more hedges
+	stopped atomic.Uint32      // bit k: attempt k got a pushback that said stop
+}
+
+// Allow grants an extra attempt unless pushback holds it back or the
+// token bucket refuses it.
+func (t *throttle) Allow(ctx context.Context, k int) bool {
+	if k >= 1 && t.held.Load() != 0 {
+		return false
+	}
+	return t.bucket == nil || t.bucket.Allow(ctx, k)
+}
+
+// Done ends attempt k's pushback hold and tells the token bucket how it
+// ended.
+func (t *throttle) Done(ctx context.Context, k int, o hedge.Outcome) {
+	t.release(k)
+	t.count(ctx, k, o)
+}
+
+// release ends attempt k's pushback hold, if it has one.
+func (t *throttle) release(k int) {
+	bit := uint32(1) << k
+	if t.held.Load()&bit != 0 {
+		t.held.And(^bit)
+	}
+}
+
+// count tells the token bucket how attempt k ended. A failure whose
+// pushback said stop counts as a failure even when its code was fatal
+// (A6).
+func (t *throttle) count(ctx context.Context, k int, o hedge.Outcome) {
+	if t.bucket == nil {
+		return
+	}
+	if o == hedge.Terminal && t.stopped.Load()&(1<<k) != 0 {
+		o = hedge.Retryable
+	}
+	t.bucket.Done(ctx, k, o)
+}
+
+// pushback applies the server's grpc-retry-pushback-ms, if attempt k's
+// trailer holds one, and returns err. For a pushback of n ms after a
+// non-fatal failure, it returns only after n ms (or when the call ends),
+// holding every other start back meanwhile: the core then starts the next
+// attempt at once, as for any non-fatal failure, which is n ms after the
+// failure came, and schedules the ones after it from there.
+func (t *throttle) pushback(ctx context.Context, k int, trailer metadata.MD, err error) error {
+	v := trailer[pushbackKey]
+	if len(v) == 0 {
+		return err
+	}
+	ms, perr := strconv.ParseInt(v[0], 10, 32)
+	if perr != nil || ms < 0 {
+		t.stopped.Or(1 << k)
+		t.held.Or(stopBit)
+		return err
+	}
+	d := time.Duration(ms) * time.Millisecond
+	if !t.m.isNonFatal(codeOf(err)) || d == 0 || int(t.started.Load()) >= t.m.max || t.held.Load()&stopBit != 0 {
+		return err // nothing to wait for: no attempt will follow this one
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= d {
+		// No attempt could start before the deadline: waiting would only
+		// turn the server's answer into DeadlineExceeded.
+		t.held.Or(stopBit)
+		return err
+	}
+	t.held.Or(1 << k)
+	timer := time.NewTimer(d)
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	timer.Stop()
+	return err
+}
+
+// withPreviousAttempts sets grpc-previous-rpc-attempts to k on attempt k's
+// outgoing metadata: absent on the first attempt, 1 on the second, and so
+// on. A value already there (a proxy forwarding its incoming metadata) is
+// replaced, so each attempt says what it is.
+func withPreviousAttempts(ctx context.Context, k int) context.Context {
+	stale := metadata.ValueFromOutgoingContext(ctx, previousAttemptsKey) != nil
+	switch {
+	case !stale && k == 0:
+		return ctx
+	case !stale:
+		return metadata.AppendToOutgoingContext(ctx, previousAttemptsKey, strconv.Itoa(k))
+	}
+	md, _ := metadata.FromOutgoingContext(ctx) // a copy
+	if k == 0 {
+		delete(md, previousAttemptsKey)
+	} else {
+		md.Set(previousAttemptsKey, strconv.Itoa(k))
+	}
+	return metadata.NewOutgoingContext(ctx, md)
+}

@@ -1,0 +1,97 @@
+package hedgegrpc
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/tailcut/hedge"
+)
+
+// Unary is a grpc.UnaryClientInterceptor. It hedges method as its policy
+// says. It calls invoker once, unhedged, for a method without a policy,
+// and for a request or reply that is not a proto.Message (a custom
+// codec's), which it could neither copy nor make afresh for each attempt.
+//
+// Attempts send a copy of req, taken before the first one starts, and
+// receive into replies of their own: a loser may still be sending or
+// receiving after Unary returns, when the caller is free to reuse req and
+// reply. The copy costs one proto.Clone per call.
+//
+// When the caller's context ends first, Unary returns a status error with
+// codes.DeadlineExceeded or codes.Canceled, as grpc-go does. If an attempt
+// (that is, invoker) panics, Unary panics with a *hedge.PanicError.
+func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	t := in.table()
+	m := t.lookup(method)
+	msg, ok := reply.(proto.Message)
+	reqMsg, reqOK := req.(proto.Message)
+	if m == nil || !ok || !reqOK {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	// Everything attempts read of the caller's is copied here, before the
+	// first starts: losers may run on after Unary returns.
+	c := &call{invoker: invoker, cc: cc, method: method,
+		req: proto.Clone(reqMsg), replyType: msg.ProtoReflect().Type()}
+	c.m, c.bucket = m, t.bucket
+	c.ctx = callCtx{ctx, method}
+	c.opts, c.out = split(opts)
+	p := m.unary
+	p.Budget = &c.throttle
+	a, err := hedge.Do(&c.ctx, p, c.attempt)
+	if err != nil {
+		if cerr := contextError(ctx, err); cerr != nil {
+			a, err = nil, cerr // no attempt's answer: the caller's context ended
+		}
+	}
+	if a != nil && c.out != nil {
+		c.out.deliver(&a.received)
+	}
+	if err == nil {
+		proto.Reset(msg)
+		proto.Merge(msg, a.reply)
+	}
+	if c.out != nil {
+		for _, f := range c.out.finish {
+			f(err)
+		}
+	}
+	return err
+}
+
+// unaryAttempt is what one attempt received: a reply of its own, and its
+// own header, trailer and peer, so that attempts share nothing they write.
+type unaryAttempt struct {
+	reply proto.Message
+	received
+}
+
+// call is one hedged unary call. Its throttle is the call's hedge.Budget.
+type call struct {
+	throttle
+	ctx       callCtx // the caller's context, with the method: Do runs the call under it
+	invoker   grpc.UnaryInvoker
+	cc        *grpc.ClientConn
+	method    string
+	req       proto.Message            // a copy of the caller's; attempts only read it
+	replyType protoreflect.MessageType // the caller's reply's, which attempts never touch
+	opts      []grpc.CallOption        // a copy of the caller's, less those in out
+	out       *outputs                 // nil: the caller asked for none
+}
+
+// attempt is the function hedge.Do runs for each attempt.
+func (c *call) attempt(ctx context.Context) (*unaryAttempt, error) {
+	k := hedge.Attempt(ctx)
+	c.started.Add(1)
+	a := &unaryAttempt{reply: c.replyType.New().Interface()}
+	// A slice per attempt: attempts appending to the shared c.opts would
+	// race for its spare capacity.
+	opts := c.out.ask(append(make([]grpc.CallOption, 0, len(c.opts)+3), c.opts...), &a.received, true)
+	err := c.invoker(withPreviousAttempts(ctx, k), c.method, c.req, a.reply, c.cc, opts...)
+	if err != nil {
+		err = c.pushback(ctx, k, a.trailer, err)
+	}
+	return a, err
+}
