@@ -61,6 +61,8 @@ func BenchmarkFastPath(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background()) // as a server's request context
 	defer cancel()
 	get, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://upstream.test/", nil)
+	user, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://upstream.test/users/7", nil)
+	routes := []string{"GET /users/{id}", "GET /users/{id}/orders", "GET /orders/{id}", "upstream.test/export/"}
 	post, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://upstream.test/", http.NoBody)
 	headers := get.Clone(ctx)
 	headers.Header.Set("Accept", "application/json")
@@ -76,6 +78,7 @@ func BenchmarkFastPath(b *testing.B) {
 		{"hedgehttp", &hedgehttp.Transport{Base: memory{}}, get},
 		{"hedgehttp-fixed", &hedgehttp.Transport{Base: memory{}, Delay: hedge.Fixed(time.Hour)}, get},
 		{"hedgehttp-headers", &hedgehttp.Transport{Base: memory{}}, headers},
+		{"hedgehttp-routes", &hedgehttp.Transport{Base: memory{}, Routes: routes}, user},
 		{"passthrough", &hedgehttp.Transport{Base: memory{}}, post},
 	} {
 		b.Run(bm.name, func(b *testing.B) {

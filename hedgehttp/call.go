@@ -257,19 +257,25 @@ func (c *call) start(a *attempt, hctx context.Context) bool {
 }
 
 // hedge makes the attempt of a hedge: a copy of the call's request with
-// a context of its own. Not inlined, so that the request WithContext
-// builds on the stack on its way is not in do's frame while Base runs.
-//
-//go:noinline
+// a context of its own.
 func (c *call) hedge(hctx context.Context) *attempt {
 	h := &hedgeAttempt{}
 	a := &h.attempt
 	a.ctx = reqCtx{c.Context, hctx}
 	ctx, cancel := context.WithCancel(&a.ctx)
 	a.body.cancel = cancel
-	h.req = *c.req.WithContext(ctx)
+	h.copyRequest(&c.req, ctx)
 	a.req = &h.req
 	return a
+}
+
+// copyRequest makes h's request req with ctx. Not inlined, so that the
+// request WithContext builds on the stack on its way is on it only here,
+// not in the frames under which Base and the allocator run.
+//
+//go:noinline
+func (h *hedgeAttempt) copyRequest(req *http.Request, ctx context.Context) {
+	h.req = *req.WithContext(ctx)
 }
 
 // answered marks a's response's header as come, or its attempt as
