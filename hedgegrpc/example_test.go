@@ -23,13 +23,28 @@ type stuckFirst struct {
 	healthpb.UnimplementedHealthServer
 }
 
+func isFirst(ctx context.Context) bool {
+	return len(metadata.ValueFromIncomingContext(ctx, "grpc-previous-rpc-attempts")) == 0
+}
+
 func (stuckFirst) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if len(md.Get("grpc-previous-rpc-attempts")) == 0 {
+	if isFirst(ctx) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
 	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+// Watch, a server-streaming method, sends the status and waits for the
+// client to go; its first attempt sends nothing.
+func (stuckFirst) Watch(_ *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	if !isFirst(stream.Context()) {
+		if err := stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}); err != nil {
+			return err
+		}
+	}
+	<-stream.Context().Done()
+	return stream.Context().Err()
 }
 
 // serve starts s on an in-memory listener and returns a dialer for it and
@@ -43,14 +58,19 @@ func serve(s healthpb.HealthServer) (grpc.DialOption, func()) {
 	return dial, gs.Stop
 }
 
+// One service config for grpc-go and the hedging, and one call that
+// installs both on a channel: a unary call and a stream, each won by its
+// hedge because the first attempt hangs.
 func Example() {
 	dialer, stop := serve(stuckFirst{})
 	defer stop()
 
-	// The hedging half of a service config, as gRFC A6 writes it.
+	// A whole service config: grpc-go reads the balancer, the hedging is
+	// gRFC A6's.
 	cfg, err := hedgegrpc.ParseServiceConfig(`{
+	  "loadBalancingConfig": [{"round_robin": {}}],
 	  "methodConfig": [{
-	    "name": [{"service": "grpc.health.v1.Health", "method": "Check"}],
+	    "name": [{"service": "grpc.health.v1.Health"}],
 	    "hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "0.005s",
 	                      "nonFatalStatusCodes": ["UNAVAILABLE"]}
 	  }],
@@ -72,14 +92,26 @@ func Example() {
 		panic(err)
 	}
 	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
 
-	resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
-	fmt.Println(resp.GetStatus(), err)
+	resp, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	fmt.Println("Check:", resp.GetStatus(), err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	watch, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		panic(err)
+	}
+	resp, err = watch.Recv()
+	fmt.Println("Watch:", resp.GetStatus(), err)
+	cancel()
+
 	s := stats.Snapshot()
-	fmt.Printf("%d call, %d attempts, won by the first hedge: %d\n", s.Calls, s.Attempts, s.Wins[1])
+	fmt.Printf("%d calls, %d attempts, won by the first hedge: %d\n", s.Calls, s.Attempts, s.Wins[1])
 	// Output:
-	// SERVING <nil>
-	// 1 call, 2 attempts, won by the first hedge: 1
+	// Check: SERVING <nil>
+	// Watch: SERVING <nil>
+	// 2 calls, 4 attempts, won by the first hedge: 2
 }
 
 func ExampleParseServiceConfig() {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -67,6 +68,7 @@ type event struct {
 	End      time.Duration
 	Canceled bool   // the handler saw its context cancelled
 	Tenant   string // the x-tenant metadata, which every attempt must carry
+	Backend  string // the address that served it, when the server records it
 }
 
 // server is a grpc_health_v1 Health service whose Check follows a script
@@ -78,6 +80,10 @@ type server struct {
 	healthpb.UnimplementedHealthServer
 	t0      time.Time
 	scripts map[string][]step
+	// backends makes events say which address served them: one server
+	// behind several listeners stands for several backends whose
+	// scripts see each other's attempts.
+	backends bool
 
 	mu      sync.Mutex
 	events  []event
@@ -100,6 +106,9 @@ func (s *server) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*
 	e := event{Call: call, Start: time.Since(s.t0)}
 	if v := md.Get("x-tenant"); len(v) > 0 {
 		e.Tenant = v[0]
+	}
+	if p, ok := peer.FromContext(ctx); ok && s.backends && p.LocalAddr != nil {
+		e.Backend = p.LocalAddr.String()
 	}
 	if v := md.Get("grpc-previous-rpc-attempts"); len(v) > 0 {
 		e.Previous = v[0]
@@ -186,7 +195,11 @@ func (s *server) seenLocked(call string, k int) chan struct{} {
 // Watch sends the current status once and then waits for the client to
 // go: a server-streaming method, to show streams pass through.
 func (s *server) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
-	s.add(event{Call: "watch " + req.GetService()})
+	e := event{Call: "watch " + req.GetService()}
+	if p, ok := peer.FromContext(stream.Context()); ok && s.backends && p.LocalAddr != nil {
+		e.Backend = p.LocalAddr.String()
+	}
+	s.add(e)
 	if err := stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}); err != nil {
 		return err
 	}

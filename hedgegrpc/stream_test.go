@@ -254,8 +254,11 @@ func TestStreamBufferOverflowCommits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Both attempts start at once; the laggard sends nothing. Once
-			// the server has the leader's m2, the leader has sent m1.
+			// Both attempts start at once and reach the server; the
+			// laggard sends nothing. Once the server has the leader's m2,
+			// the leader has sent m1.
+			<-e.srv.mark("big/0 started")
+			<-e.srv.mark("big/1 started")
 			send := func(m string, to ...int) {
 				t.Helper()
 				if err := s.Send(input(m + body)); err != nil {
