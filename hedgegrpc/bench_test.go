@@ -2,6 +2,7 @@ package hedgegrpc_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -21,6 +22,11 @@ type serving struct {
 
 func (serving) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+// Watch sends the status once and ends the stream.
+func (serving) Watch(_ *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	return stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING})
 }
 
 // benchClient dials a server that answers at once, over bufconn, with opts.
@@ -73,6 +79,47 @@ func BenchmarkUnary(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := client.Check(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStream is the cost of a server-streaming call whose primary
+// answers at once: the request is buffered and replayed, the call
+// commits on the first message, and the stream ends. "plain" is the same
+// call on a channel without the interceptors.
+func BenchmarkStream(b *testing.B) {
+	in, err := hedgegrpc.New(hedgegrpc.Config{
+		Methods: map[string]hedgegrpc.HedgingPolicy{"grpc.health.v1.Health": {
+			MaxAttempts: 2, HedgingDelay: time.Second, NonFatalStatusCodes: unavailable,
+		}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bb := range []struct {
+		name string
+		opts []grpc.DialOption
+	}{
+		{"plain", nil},
+		{"hedged", in.DialOptions("passthrough:///bench")},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			client := benchClient(b, bb.opts...)
+			ctx := context.Background()
+			req := &healthpb.HealthCheckRequest{}
+			b.ReportAllocs()
+			for b.Loop() {
+				s, err := client.Watch(ctx, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Recv(); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Recv(); err != io.EOF {
 					b.Fatal(err)
 				}
 			}

@@ -49,12 +49,19 @@ const frameHeader = 5
 // A message that is not a proto.Message (a custom codec's) cannot be
 // copied: it commits the call as the buffer limit does, before it is sent.
 //
+// The race until the commit is a hedge.Do call, on a goroutine of its
+// own, since the caller sends while it runs: the Config's Observer gets
+// its report at the commit, and a learned Delay learns how long the
+// primary took to commit. The caller's context ends every attempt, the
+// winner's too after the commit.
+//
 // Stream returns once an attempt has opened its stream, or with the
 // call's error if the call failed before any could (a fatal code, or the
 // caller's context ending, as a status). grpc.Header, grpc.Trailer and
 // grpc.Peer receive the winner's; OnFinish runs once, when the winner's
 // stream ends, or when the call fails without one. If an attempt panics,
-// the stream's next method call panics with a *hedge.PanicError.
+// the call fails, and the next of Stream, Header, RecvMsg, Context, or a
+// SendMsg waiting for a commit, panics with the *hedge.PanicError.
 func (in *Interceptor) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	t := in.table()
 	m := t.lookup(method)
@@ -249,7 +256,7 @@ func (s *stream) send(m any) error {
 		s.forceLocked()
 	}
 	if !s.desc.ClientStreams {
-		s.closeBuffered = true // one message, as grpc-go's own stream closes it
+		s.closed, s.closeBuffered = true, true // one message, as grpc-go's own stream closes it
 	}
 	s.signalLocked()
 	s.mu.Unlock()

@@ -116,6 +116,7 @@ func (s *stream) attempt(ctx context.Context) (a *streamAttempt, err error) {
 	cs, err := s.streamer(withPreviousAttempts(sctx, a.k), s.desc, s.cc, s.method, opts...)
 	s.mu.Lock()
 	if err != nil {
+		cancel()
 		a.ended, a.endErr = true, err
 		close(a.drained)
 	} else {
