@@ -9,6 +9,7 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
+	"github.com/tailcut/hedge/hedgeotel"
 )
 
 // loadConfig is what the -load sweep runs on top of config.
@@ -26,10 +27,11 @@ var defaultRhos = []float64{0.3, 0.5, 0.7, 0.9}
 
 // loadPolicy is one row of every load: a hedging setup for the client's
 // hedgehttp.Transport. newTransport makes it afresh for each load, so that
-// learned delays and budgets start cold there.
+// learned delays and budgets start cold there; a breaker of its budget
+// calls onOpen, if not nil, each time it opens.
 type loadPolicy struct {
 	name         string
-	newTransport func() (*hedgehttp.Transport, error)
+	newTransport func(onOpen func(key string)) (*hedgehttp.Transport, error)
 }
 
 // loadPolicies are the sweep's rows: no hedging, a fixed delay, a learned
@@ -40,13 +42,13 @@ type loadPolicy struct {
 // run's table), which would hide what load does to it.
 func loadPolicies(delay time.Duration) []loadPolicy {
 	return []loadPolicy{
-		{"no hedging", func() (*hedgehttp.Transport, error) {
+		{"no hedging", func(func(string)) (*hedgehttp.Transport, error) {
 			return &hedgehttp.Transport{MaxAttempts: 1}, nil
 		}},
-		{"2 hedges, every " + delay.String(), func() (*hedgehttp.Transport, error) {
+		{"2 hedges, every " + delay.String(), func(func(string)) (*hedgehttp.Transport, error) {
 			return &hedgehttp.Transport{Delay: hedge.Fixed(delay), MaxAttempts: 3}, nil
 		}},
-		{"Percentile{Quantile: 0.9}", func() (*hedgehttp.Transport, error) {
+		{"Percentile{Quantile: 0.9}", func(func(string)) (*hedgehttp.Transport, error) {
 			return &hedgehttp.Transport{Delay: &hedge.Percentile{Quantile: 0.9}, MaxAttempts: 3}, nil
 		}},
 		// A learned delay rises with the queue, but every call it hedges
@@ -54,12 +56,12 @@ func loadPolicies(delay time.Duration) []loadPolicy {
 		// README: hedges must keep winning, the breaker stops them while
 		// half the primaries fail, and the ratio caps the extra attempts
 		// at a fifth of the calls (plus one a second).
-		{"Percentile{0.9}, budgeted", func() (*hedgehttp.Transport, error) {
+		{"Percentile{0.9}, budgeted", func(onOpen func(string)) (*hedgehttp.Transport, error) {
 			win, err := hedge.NewWinRateBudget(hedge.WinRateConfig{})
 			if err != nil {
 				return nil, err
 			}
-			breaker, err := hedge.NewBreaker(hedge.BreakerConfig{})
+			breaker, err := hedge.NewBreaker(hedge.BreakerConfig{OnOpen: onOpen})
 			if err != nil {
 				return nil, err
 			}
@@ -105,11 +107,10 @@ func runLoad(ctx context.Context, cfg config, out, status io.Writer) error {
 	var rows []loadRow
 	for _, rho := range lc.rhos {
 		for _, pol := range policies {
-			label := fmt.Sprintf("ρ %g %s", rho, pol.name)
 			r, err := loadPoint(ctx, pointConfig{
 				profile: p, seed: cfg.seed, workers: lc.workers, stopWork: lc.stopWork, shed: lc.shed,
-				rho: rho, warmup: lc.warmup, calls: cfg.calls, timeout: timeout,
-			}, pol, newProgress(status, label, lc.warmup+cfg.calls))
+				rho: rho, warmup: lc.warmup, calls: cfg.calls, timeout: timeout, metrics: cfg.metrics,
+			}, pol, newProgress(status, pointName(rho, pol.name), lc.warmup+cfg.calls))
 			if err != nil {
 				return err
 			}
@@ -150,15 +151,30 @@ type pointConfig struct {
 	rho            float64
 	warmup, calls  int
 	timeout        time.Duration
+	metrics        *metrics // nil: no -metrics
 }
+
+// pointName names one policy at one load, in the progress line and as
+// the key of its metrics: "ρ 0.5 Percentile{Quantile: 0.9}".
+func pointName(rho float64, policy string) string { return fmt.Sprintf("ρ %g %s", rho, policy) }
 
 // loadPoint serves one load to one policy and measures the calls after
 // the warm-up. The arrival times depend only on the seed and the rate, so
 // every policy at one load meets the same stream of calls.
 func loadPoint(ctx context.Context, pc pointConfig, pol loadPolicy, onCall func()) (row loadRow, err error) {
-	tr, err := pol.newTransport()
+	// The point's Observer is made once the transport's delay is, and
+	// before the first call, on whose goroutine a breaker may open.
+	key := pointName(pc.rho, pol.name)
+	var obs *hedgeotel.Observer
+	tr, err := pol.newTransport(func(string) { obs.BreakerOpened(key) })
 	if err != nil {
 		return loadRow{}, err
+	}
+	if obs, err = pc.metrics.observer(key, tr.Delay); err != nil {
+		return loadRow{}, err
+	}
+	if obs != nil {
+		tr.Observer = obs
 	}
 	srv, err := startLoadServer(pc.profile, pc.seed, pc.workers, pc.stopWork, pc.shed)
 	if err != nil {

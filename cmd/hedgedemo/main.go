@@ -15,6 +15,13 @@
 // hedgehttp.Shedder in front of the pool.
 //
 //	go run ./cmd/hedgedemo -load [-workers 16] [-scale 0.2] [-shed] [-stopwork]
+//
+// With -metrics, hedgeotel records every call of every row, keyed by the
+// row's name, and /metrics on that address serves them in the
+// Prometheus text format while the demo runs and after it, until the
+// demo is interrupted.
+//
+//	go run ./cmd/hedgedemo -metrics :9464
 package main
 
 import (
@@ -40,6 +47,7 @@ type config struct {
 	seed               uint64
 	sweep              bool // run the -load sweep instead
 	load               loadConfig
+	metrics            *metrics // nil: no -metrics
 }
 
 func main() {
@@ -63,18 +71,40 @@ func main() {
 	flag.Float64Var(&cfg.load.scale, "scale", 0.2, "with -load: service times, -delay and -timeout, scaled by this factor so that the sweep takes about a minute")
 	flag.BoolVar(&cfg.load.stopWork, "stopwork", false, "with -load: a request whose client has gone stops its running work at once; by default it runs to the end on its worker, as a query a server cannot interrupt does")
 	flag.BoolVar(&cfg.load.shed, "shed", false, "with -load: hedgehttp.Shedder in front of the server sheds hedges while every worker is busy")
+	metricsAddr := flag.String("metrics", "", "serve the calls' metrics in the Prometheus text format at /metrics on this address (:9464, say), until interrupted")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if err := runMain(ctx, cfg, *metricsAddr); err != nil {
+		fmt.Fprintln(os.Stderr, "hedgedemo:", err)
+		os.Exit(1)
+	}
+}
+
+// runMain runs the demo that cfg asks for, with its metrics served at
+// metricsAddr unless that is "". It then keeps serving them until ctx
+// ends, so that a scrape after the demo still reads its figures.
+func runMain(ctx context.Context, cfg config, metricsAddr string) (err error) {
+	if metricsAddr != "" {
+		if cfg.metrics, err = serveMetrics(metricsAddr); err != nil {
+			return fmt.Errorf("-metrics: %w", err)
+		}
+		defer func() { err = errors.Join(err, cfg.metrics.close()) }()
+		fmt.Fprintf(os.Stderr, "metrics at %s\n", cfg.metrics.url)
+	}
 	demo := run
 	if cfg.sweep {
 		demo = runLoad
 	}
 	if err := demo(ctx, cfg, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "hedgedemo:", err)
-		os.Exit(1)
+		return err
 	}
+	if cfg.metrics != nil && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "\nmetrics stay at %s until interrupted (Ctrl-C)\n", cfg.metrics.url)
+		<-ctx.Done()
+	}
+	return nil
 }
 
 // run starts the server, measures both policies against it and prints
@@ -115,6 +145,13 @@ func run(ctx context.Context, cfg config, out, status io.Writer) (err error) {
 	}
 	var rows []row
 	for _, r := range runs {
+		obs, err := cfg.metrics.observer(r.name, r.policy.Delay)
+		if err != nil {
+			return err
+		}
+		if obs != nil {
+			r.policy.Observer = obs
+		}
 		if r.learns {
 			drive(ctx, client, srv.url, r.policy, cfg.calls, cfg.concurrency, newProgress(status, r.progress+" warm-up", cfg.calls))
 		}
@@ -164,11 +201,11 @@ func discardResponse(resp *http.Response) {
 
 // drive makes calls calls through policy, concurrency at a time, and
 // returns their latencies, failures and the policy's stats; onCall runs
-// after each call.
+// after each call. The policy's own Observer, if any, hears the calls too.
 func drive(ctx context.Context, client *http.Client, url string, policy hedge.Policy[*http.Response],
 	calls, concurrency int, onCall func()) row {
 	var stats hedge.Stats
-	policy.Observer = &stats
+	policy.Observer = tee(&stats, policy.Observer)
 	r := row{latencies: make([]time.Duration, calls)}
 	var (
 		next    atomic.Int64
@@ -195,6 +232,18 @@ func drive(ctx context.Context, client *http.Client, url string, policy hedge.Po
 	workers.Wait()
 	r.stats = stats.Snapshot()
 	return r
+}
+
+// tee returns an Observer that hands each report to first, then to
+// second unless that is nil.
+func tee(first, second hedge.Observer) hedge.Observer {
+	if second == nil {
+		return first
+	}
+	return hedge.ObserverFunc(func(ctx context.Context, r hedge.Report) {
+		first.Observe(ctx, r)
+		second.Observe(ctx, r)
+	})
 }
 
 // get makes one hedged GET and reads the winner's body to the end, since
