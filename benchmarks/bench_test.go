@@ -113,6 +113,10 @@ func BenchmarkParallelFastPath(b *testing.B) {
 	}
 	b.Run("bare", func(b *testing.B) { parallel(b, func() { answer(ctx) }) })
 	b.Run("floor", func(b *testing.B) { parallel(b, func() { baseline.Floor(ctx, time.Hour, answer) }) })
+	b.Run("handrolled", func(b *testing.B) {
+		fn := func(ctx context.Context, _ int) (int, error) { return answer(ctx) }
+		parallel(b, func() { baseline.HandRolled(ctx, time.Hour, fn) })
+	})
 	b.Run("failsafe-fixed", func(b *testing.B) {
 		exec := failsafe.With[int](hedgepolicy.NewWithDelay[int](time.Hour))
 		parallel(b, func() { failsafeDo(ctx, exec, fast) })
