@@ -40,8 +40,10 @@ import (
 // the policies in force, and grpc.WithDisableServiceConfig makes the
 // channel ignore the resolver's configs, the hedging included. A document
 // whose hedging parts are invalid (ParseServiceConfig's error) is invalid
-// as a whole: the channel keeps its previous config, as A6 asks, although
-// grpc-go alone would have ignored the hedging parts.
+// as a whole, as gRPC treats any invalid service config, although
+// grpc-go alone would ignore the hedging parts: the channel keeps its
+// previous config, or, if the resolver never sent a valid one, grpc-go
+// fails the channel's calls until it does.
 //
 // Use the options for one channel only: the Interceptor holds its token
 // bucket and follows its resolver.
