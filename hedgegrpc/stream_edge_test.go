@@ -3,6 +3,8 @@ package hedgegrpc_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -149,4 +151,67 @@ func TestStreamAttemptPanics(t *testing.T) {
 func asError(v any) error {
 	err, _ := v.(error)
 	return err
+}
+
+// ourGoroutines returns the stacks of the goroutines running code of this
+// package's streams or of hedge.Do.
+func ourGoroutines() []string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var ours []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "hedge/hedgegrpc.(*stream)") || strings.Contains(g, "tailcut/hedge.(*call[") {
+			ours = append(ours, g)
+		}
+	}
+	return ours
+}
+
+// TestStreamLeavesNoGoroutine: once a hedged stream has ended, whether
+// its hedge won, the caller cancelled it mid-race, or the buffer limit
+// committed it, no goroutine of it is left, while the channel stays open.
+func TestStreamLeavesNoGoroutine(t *testing.T) {
+	tests := []struct {
+		name    string
+		scripts []script
+		cancel  bool // the caller cancels at 15ms
+		limit   int  // grpc.MaxRetryRPCBufferSize; 0: the default
+	}{
+		{name: "the hedge wins", scripts: []script{hangs, answersAfter(0)}},
+		{name: "the caller cancels mid-race", scripts: []script{hangs, hangs}, cancel: true},
+		{name: "the buffer limit commits", scripts: []script{answersAfter(0), hangs}, limit: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newStreamEnv(t, twoAttempts, map[string][]script{"g": tt.scripts}, false)
+				ctx, cancel := context.WithCancel(callCtx(context.Background(), "g"))
+				defer cancel()
+				var opts []grpc.CallOption
+				if tt.limit > 0 {
+					opts = append(opts, grpc.MaxRetryRPCBufferSize(tt.limit))
+				}
+				s, err := e.client.FullDuplexCall(ctx, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.Send(duplex("m1"))
+				time.Sleep(15 * ms) // the hedge, if any, has started
+				if tt.cancel {
+					cancel()
+				} else {
+					s.CloseSend()
+				}
+				for {
+					if _, err := s.Recv(); err != nil {
+						break
+					}
+				}
+				synctest.Wait()
+				if ours := ourGoroutines(); len(ours) > 0 {
+					t.Errorf("%d goroutines left:\n%s", len(ours), strings.Join(ours, "\n\n"))
+				}
+			})
+		})
+	}
 }
