@@ -51,3 +51,34 @@ func TestCurrentDelays(t *testing.T) {
 // overflowInitial is the Initial of the delay New makes for the overflow
 // key "": zero, so its Ceiling.
 const overflowInitial = 10 * time.Second
+
+// Checking a policy with a Keyed delay, as hedgegrpc.New does with a bare
+// context, adds no key.
+func TestKeyedValidationAddsNoKey(t *testing.T) {
+	k := &hedge.Keyed{Key: route, New: func(string) hedge.Delay { return &hedge.Percentile{Quantile: 2} }}
+	if _, err := hedge.Do(withRoute("checked"), hedge.Policy[int]{Delay: k},
+		func(context.Context) (int, error) { return 1, nil }); err == nil {
+		t.Fatal("an invalid delay for the key: want an error before the call")
+	}
+	n := 0
+	k.Range(func(string, hedge.Delay) bool { n++; return true })
+	if n != 0 {
+		t.Errorf("%d keys after a policy check, want 0", n)
+	}
+}
+
+// Percentile{Quantile: 0.9} warms up after 10/(1-0.9) = 100 samples.
+func TestPercentileWarmsUpAt100(t *testing.T) {
+	ctx := context.Background()
+	p := &hedge.Percentile{Quantile: 0.9}
+	for range 99 {
+		p.Learn(ctx, 20*ms, true)
+	}
+	if got := p.Current(); got != 10*time.Second {
+		t.Errorf("after 99 samples: %v, want the Ceiling", got)
+	}
+	p.Learn(ctx, 20*ms, true)
+	if got := p.Current(); got == 10*time.Second {
+		t.Errorf("after 100 samples: still %v", got)
+	}
+}

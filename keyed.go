@@ -72,10 +72,35 @@ func (k *Keyed) validate(ctx context.Context, maxAttempts int) (int, error) {
 	if k.MaxKeys < 0 {
 		return 0, fmt.Errorf("%w: negative Keyed.MaxKeys %d", ErrInvalidPolicy, k.MaxKeys)
 	}
-	if v, ok := k.delay(ctx).(validator); ok {
+	if v, ok := k.lookup(ctx).(validator); ok {
 		return v.validate(ctx, maxAttempts)
 	}
 	return 0, nil
+}
+
+// lookup returns the Delay of ctx's key without adding the key: the one
+// it has, or the one it would get. Checking a policy (as hedgegrpc.New
+// does with a bare context) must not take one of MaxKeys.
+func (k *Keyed) lookup(ctx context.Context) Delay {
+	var key string
+	if k.Key != nil {
+		key = k.Key(ctx)
+	}
+	if d, ok := k.delays.Load(key); ok {
+		return d.(Delay)
+	}
+	if k.n.Load() >= k.limit() {
+		return k.spare()
+	}
+	return k.make(key)
+}
+
+// limit is how many keys get a Delay of their own.
+func (k *Keyed) limit() int64 {
+	if k.MaxKeys == 0 {
+		return 64
+	}
+	return int64(k.MaxKeys)
 }
 
 func (k *Keyed) delay(ctx context.Context) Delay {
@@ -86,11 +111,7 @@ func (k *Keyed) delay(ctx context.Context) Delay {
 	if d, ok := k.delays.Load(key); ok {
 		return d.(Delay)
 	}
-	limit := int64(k.MaxKeys)
-	if limit == 0 {
-		limit = 64
-	}
-	if k.n.Add(1) > limit {
+	if k.n.Add(1) > k.limit() {
 		k.n.Add(-1)
 		return k.spare()
 	}

@@ -111,7 +111,9 @@ func (p *Percentile) newState() *percentileState {
 	}
 	s.window = uint64(window)
 	s.every = max(s.window/8, 1)
-	s.warm = min(max(uint64(math.Ceil(10/(1-s.q))), 20), s.window)
+	// 10/(1-0.9) is a hair above 100 in float64: round it before the
+	// ceiling, so that p90 warms up after 100 samples, not 101.
+	s.warm = min(max(uint64(math.Ceil(math.Round(10/(1-s.q)*1e6)/1e6)), 20), s.window)
 	s.delay.Store(int64(s.initial))
 	return s
 }
