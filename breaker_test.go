@@ -2,7 +2,6 @@ package hedge_test
 
 import (
 	"context"
-	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -57,11 +56,7 @@ func newBreaker(t testing.TB, c hedge.BreakerConfig) *hedge.Breaker {
 
 func TestNewBreakerErrors(t *testing.T) {
 	nan := math.NaN()
-	tests := []struct {
-		name string
-		c    hedge.BreakerConfig
-		ok   bool
-	}{
+	checkConstructor(t, hedge.NewBreaker, []configCase[hedge.BreakerConfig]{
 		{"defaults", hedge.BreakerConfig{}, true},
 		{"largest", hedge.BreakerConfig{Threshold: 1, Samples: 1000, Window: time.Hour, Cooldown: time.Hour, Trials: 1000, MaxKeys: 1 << 20}, true},
 		{"smallest", hedge.BreakerConfig{Threshold: 0.001, Samples: 1, Window: 1, Cooldown: 1, Trials: 1, MaxKeys: 1}, true},
@@ -79,34 +74,15 @@ func TestNewBreakerErrors(t *testing.T) {
 		{"negative trials", hedge.BreakerConfig{Trials: -1}, false},
 		{"over 1000 trials", hedge.BreakerConfig{Trials: 1001}, false},
 		{"negative MaxKeys", hedge.BreakerConfig{MaxKeys: -1}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b, err := hedge.NewBreaker(tt.c)
-			switch {
-			case tt.ok && (err != nil || b == nil):
-				t.Errorf("got %v, want a breaker", err)
-			case !tt.ok && (!errors.Is(err, hedge.ErrInvalidBudget) || b != nil):
-				t.Errorf("got a breaker: %t, error %v; want only an error wrapping ErrInvalidBudget", b != nil, err)
-			}
-		})
-	}
+	})
 }
 
 // The zero Breaker refuses every hedge, as every budget's zero value does,
 // and never panics.
 func TestBreakerZeroValue(t *testing.T) {
 	var b hedge.Breaker
-	ctx := context.Background()
-	for _, o := range []hedge.Outcome{hedge.Accept, hedge.Retryable, hedge.Terminal, hedge.Canceled} {
-		b.Done(ctx, 0, o)
-		b.Done(ctx, 1, o)
-	}
-	b.Release(ctx, 1)
-	if !b.Allow(ctx, 0) || b.Allow(ctx, 1) {
-		t.Error("want the primary granted and the hedge refused")
-	}
-	if s := b.State(ctx); s != hedge.BreakerOpen {
+	checkZeroBudget(t, &b)
+	if s := b.State(context.Background()); s != hedge.BreakerOpen {
 		t.Errorf("State = %v, want open", s)
 	}
 }

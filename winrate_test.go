@@ -2,7 +2,6 @@ package hedge_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -28,11 +27,7 @@ func newWinRate(t testing.TB, c hedge.WinRateConfig) *hedge.WinRateBudget {
 
 func TestNewWinRateBudgetErrors(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
-	tests := []struct {
-		name string
-		c    hedge.WinRateConfig
-		ok   bool
-	}{
+	checkConstructor(t, hedge.NewWinRateBudget, []configCase[hedge.WinRateConfig]{
 		{"defaults", hedge.WinRateConfig{}, true},
 		{"largest", hedge.WinRateConfig{MinWinRate: 1, Probe: 1, Burst: 1_000_000, MaxKeys: 1 << 20}, true},
 		{"smallest", hedge.WinRateConfig{MinWinRate: 1e-9, Probe: 0.001, Burst: 1, MaxKeys: 1}, true},
@@ -48,34 +43,15 @@ func TestNewWinRateBudgetErrors(t *testing.T) {
 		{"negative Burst", hedge.WinRateConfig{Burst: -1}, false},
 		{"Burst over 1e6", hedge.WinRateConfig{Burst: 1_000_001}, false},
 		{"negative MaxKeys", hedge.WinRateConfig{MaxKeys: -1}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b, err := hedge.NewWinRateBudget(tt.c)
-			switch {
-			case tt.ok && (err != nil || b == nil):
-				t.Errorf("got %v, want a budget", err)
-			case !tt.ok && (!errors.Is(err, hedge.ErrInvalidBudget) || b != nil):
-				t.Errorf("got a budget: %t, error %v; want only an error wrapping ErrInvalidBudget", b != nil, err)
-			}
-		})
-	}
+	})
 }
 
 // The zero WinRateBudget refuses every hedge, as every budget's zero value
 // does, and never panics.
 func TestWinRateBudgetZeroValue(t *testing.T) {
 	var b hedge.WinRateBudget
-	ctx := context.Background()
-	for _, o := range []hedge.Outcome{hedge.Accept, hedge.Retryable, hedge.Terminal, hedge.Canceled} {
-		b.Done(ctx, 0, o)
-		b.Done(ctx, 1, o)
-	}
-	b.Release(ctx, 1)
-	if !b.Allow(ctx, 0) || b.Allow(ctx, 1) {
-		t.Error("want the primary granted and the hedge refused")
-	}
-	if c := b.Credit(ctx); c != 0 {
+	checkZeroBudget(t, &b)
+	if c := b.Credit(context.Background()); c != 0 {
 		t.Errorf("Credit = %v, want 0", c)
 	}
 }
