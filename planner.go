@@ -198,37 +198,6 @@ func (p *Planner) validate(_ context.Context, maxAttempts int) (int, error) {
 
 func (p *Planner) load() *plannerState { return loadState(&p.state, p.newState) }
 
-// began counts attempt k, which Do is starting, against the plans' load.
-func (p *Planner) began(_ context.Context, k int) {
-	s := p.load()
-	if s.err != nil {
-		return
-	}
-	if k == 0 {
-		s.spend(s.loadMilli)
-	} else {
-		s.spend(-milli)
-	}
-}
-
-// spendAheadCalls bounds how far ahead of Load the plans may spend, in
-// calls' worth of Load: 200 calls, so that in any 1,000 calls the extra
-// attempts stay within 1.2 × Load per call.
-const spendAheadCalls = 200
-
-// spend adds delta thousandths of an attempt to the plans' credit, up to
-// spendAhead. The credit may go below zero: hedges scheduled before it
-// ran out still start, and later calls pay them back.
-func (s *plannerState) spend(delta int64) {
-	for {
-		v := s.credit.Load()
-		n := min(v+delta, s.spendAhead)
-		if n == v || s.credit.CompareAndSwap(v, n) {
-			return
-		}
-	}
-}
-
 func (p *Planner) newState() *plannerState {
 	s := &plannerState{load: p.Load, target: p.Target, maxHedges: p.MaxHedges}
 	if s.load == 0 {
