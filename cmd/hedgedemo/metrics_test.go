@@ -88,7 +88,7 @@ func TestMetricsServed(t *testing.T) {
 	for _, name := range []string{"no hedging", "1 hedge after 20ms", "2 hedges, every 20ms"} {
 		wantCalls[name] = demo.calls
 	}
-	for _, name := range []string{"Percentile{Quantile: 0.9}", "Planner{Load: 0.15}"} {
+	for _, name := range []string{"Percentile{Quantile: 0.9}", "Planner{Load: 0.15}", "Planner{0.15}, budgeted"} {
 		wantCalls[name] = 2 * demo.calls // the warm-up's calls and the measured ones
 	}
 	// The sweep's row without hedging has MaxAttempts 1: its requests
@@ -123,7 +123,7 @@ func TestMetricsServed(t *testing.T) {
 	// at most a Percentile's Ceiling, 10s, which it hedges at until it
 	// has seen enough calls; -1 while one sends no hedge.
 	delays := sums(families["hedge_delay_seconds"])
-	wantDelays := []string{"Percentile{Quantile: 0.9}", "Planner{Load: 0.15}",
+	wantDelays := []string{"Percentile{Quantile: 0.9}", "Planner{Load: 0.15}", "Planner{0.15}, budgeted",
 		pointName(0.5, "Percentile{Quantile: 0.9}"), pointName(0.5, "Percentile{0.9}, budgeted")}
 	if got := slices.Sorted(maps.Keys(delays)); !slices.Equal(got, slices.Sorted(slices.Values(wantDelays))) {
 		t.Errorf("hedge_delay_seconds for %q, want %q", got, wantDelays)
