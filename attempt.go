@@ -104,6 +104,9 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 	}
 	c.seen = time.Time{}
 	c.unlock()
+	// Deferred: a Discard that calls runtime.Goexit on d must not keep
+	// own from being counted through, or Do would wait for it forever.
+	defer c.drop(own)
 	if k > 0 && d.ok {
 		// Discard may be slow (draining a body): the next attempt must
 		// not wait for it.
@@ -111,7 +114,6 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 	} else {
 		c.drop(d)
 	}
-	c.drop(own)
 	if k > 0 {
 		return c.claim(k)
 	}

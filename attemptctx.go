@@ -137,8 +137,8 @@ func (a *attemptCtx) causeContext() context.Context {
 	switch {
 	case a.err != nil:
 		cause = a.cause
-	case a.watch != nil:
-		cause = a.watch.causeOf()
+	case a.watch != nil && a.watch.error() != nil:
+		cause = a.watch.causeOf() // nil when the caller's context ended it
 	case a.detached && !a.followParent && !a.deadline.IsZero() && !time.Now().Before(a.deadline):
 		cause = context.DeadlineExceeded
 	}
@@ -225,7 +225,9 @@ func (a *attemptCtx) detach(followParent bool) {
 	defer a.mu.Unlock()
 	a.detached, a.followParent = true, followParent
 	if a.err == nil && (a.done != nil || len(a.hooks) > 0) {
-		a.watchLocked()
+		if w := a.watchLocked(); w != nil {
+			w.arm() // something waits on the winner already
+		}
 	}
 }
 
@@ -239,9 +241,6 @@ func (a *attemptCtx) watchLocked() *watch {
 			a.watch.parent = a.parent
 		}
 		a.hooks = nil
-	}
-	if a.watch != nil {
-		a.watch.arm()
 	}
 	return a.watch
 }
@@ -268,6 +267,14 @@ type watch struct {
 func (w *watch) arm() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.armLocked()
+}
+
+// armLocked is arm with w.mu held. Whoever makes the watch wait (a Done
+// channel handed out, a hook added) arms it under the same hold, so that
+// a remove releasing the last waiter cannot fall in between and leave a
+// waiter that the deadline never reaches.
+func (w *watch) armLocked() {
 	if w.stop != nil || w.err != nil {
 		return
 	}
@@ -338,6 +345,7 @@ func (w *watch) doneChan() chan struct{} {
 		}
 		w.done = make(chan struct{})
 	}
+	w.armLocked()
 	return w.done
 }
 
@@ -349,6 +357,7 @@ func (w *watch) add(h *hook) (stop func() bool) {
 		return func() bool { return false }
 	}
 	w.hooks = append(w.hooks, h)
+	w.armLocked()
 	return func() bool { return w.remove(h) }
 }
 

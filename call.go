@@ -141,15 +141,21 @@ func (c *call[T]) unlock() {
 // the primary to run, or the number of an extra attempt that is due and
 // that this goroutine now claims (0: none). Called with c.mu held.
 func (c *call[T]) advance() (*attemptCtx, int, drop[T]) {
-	if c.decided {
-		return nil, 0, c.interruptWait()
-	}
-	if err := c.parent.Err(); err != nil {
-		return nil, 0, c.end(context.Cause(c.parent), err, nil)
+	var d drop[T]
+	if err := c.parent.Err(); err != nil && !c.decided {
+		d = c.end(context.Cause(c.parent), err, nil)
 	}
 	if c.runFirst {
+		// The primary is claimed: it runs, or, when the call ended
+		// before it could, run finds it cancelled and returns its grant.
 		c.runFirst = false
-		return &c.primary, 0, drop[T]{}
+		return &c.primary, 0, d
+	}
+	if c.decided {
+		if !d.ok {
+			d = c.interruptWait()
+		}
+		return nil, 0, d
 	}
 	now := c.now()
 	if !c.timeout.IsZero() && !now.Before(c.timeout) {
@@ -205,8 +211,7 @@ func (c *call[T]) claim(k int) *attemptCtx {
 		return nil
 	}
 	d := time.Duration(-1)
-	if granted && !c.guard(k, func() { d = c.starting(k) }) {
-		c.release(k)
+	if granted && !c.startHooks(k, &d) {
 		return nil
 	}
 	c.mu.Lock()
@@ -258,10 +263,28 @@ func (c *call[T]) start(k int, now time.Time, d time.Duration) *attemptCtx {
 	return a
 }
 
+// startHooks runs the delay's hooks for granted attempt k (starting), and
+// gives the grant back if they fail: when they panic, and when they call
+// runtime.Goexit, which guard does not return from.
+func (c *call[T]) startHooks(k int, d *time.Duration) (ok bool) {
+	defer func() {
+		if !ok {
+			c.release(k)
+		}
+	}()
+	return c.guard(k, func() { *d = c.starting(k) })
+}
+
 // arm makes step run at the next hedge or the Timeout, whichever is
-// first. Called with c.mu held.
+// first. A hedge that falls due while another goroutine claims an attempt
+// waits for that claim, which looks again when it is done. Called with
+// c.mu held.
 func (c *call[T]) arm(now time.Time) {
-	at := earliest(c.nextAt, c.timeout)
+	next := c.nextAt
+	if c.claiming {
+		next = time.Time{}
+	}
+	at := earliest(next, c.timeout)
 	if at.IsZero() {
 		return
 	}

@@ -131,13 +131,14 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	// The primary's hooks run here, on the caller's goroutine, before any
 	// other goroutine of the call exists.
 	d := time.Duration(-1)
-	if (c.max > 1 || c.counter != nil) && c.guard(0, func() { d = c.starting(0) }) && c.budget != nil {
+	if c.max > 1 || c.counter != nil {
+		c.guard(0, func() { d = c.starting(0) })
+	}
+	if !c.decided && c.budget != nil {
 		c.guard(0, func() { c.budget.Allow(ctx, 0) }) // the primary always runs; a ratio budget counts the call
 	}
 	if c.decided {
 		panic(c.panicked) // a hook panicked; a Goexit does not return here
-	} else if c.max == 1 && c.budget != nil && !c.guard(0, func() { c.budget.Allow(ctx, 0) }) {
-		panic(c.panicked)
 	}
 	c.mu.Lock()
 	c.start(0, c.begin, d)

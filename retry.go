@@ -44,9 +44,18 @@ func Tries[T any](ctx context.Context, b Budget, op func() (T, error), stop func
 		if b != nil && !b.Allow(ctx, try) && try > 0 {
 			return zero, stop(fmt.Errorf("%w (retry %d): %w", ErrRefused, try, last))
 		}
+		reported := false
+		if b != nil {
+			defer func() {
+				if !reported { // op panicked or called runtime.Goexit
+					b.Done(ctx, try, Terminal)
+				}
+			}()
+		}
 		v, err := op()
 		o := classifyErr(err)
 		if b != nil {
+			reported = true
 			b.Done(ctx, try, o)
 		}
 		last = err
