@@ -163,7 +163,7 @@ func (c *call[T]) answer(a *attemptCtx, r *result[T]) (k int, d, own drop[T]) {
 			k = c.due(c.clockNow())
 		}
 		if k == 0 {
-			own = c.runOut()
+			c.runOut()
 		}
 	default:
 		d = c.dropKept()
@@ -174,12 +174,12 @@ func (c *call[T]) answer(a *attemptCtx, r *result[T]) (k int, d, own drop[T]) {
 
 // runOut ends the call with the kept result (Retryable or Failed) when
 // nothing is in flight and nothing more will start. Called with c.mu held.
-func (c *call[T]) runOut() drop[T] {
+func (c *call[T]) runOut() {
 	if c.decided || c.kept == nil || c.inflight > 0 || c.claiming || c.retryDue > 0 {
-		return drop[T]{}
+		return
 	}
 	if c.started < c.max && !c.nextAt.IsZero() {
-		return drop[T]{} // a timed hedge is still to come
+		return // a timed hedge is still to come
 	}
 	a := c.kept
 	c.kept = nil
@@ -187,5 +187,4 @@ func (c *call[T]) runOut() drop[T] {
 	v, err := c.keptVal, c.keptErr
 	c.keptVal, c.keptErr = zero, nil
 	c.settle(a, v, err, c.keptO)
-	return drop[T]{}
 }

@@ -232,14 +232,12 @@ func (c *call[T]) claim(k int) *attemptCtx {
 		c.retryDue = 0
 		c.arm(now)
 	}
-	var kept drop[T]
 	if c.retryDue > 0 || (!c.nextAt.IsZero() && !now.Before(c.nextAt)) {
 		c.kick = true
 	} else {
-		kept = c.runOut()
+		c.runOut()
 	}
 	c.unlock()
-	c.drop(kept)
 	return a
 }
 

@@ -53,7 +53,7 @@ var defaultDelay Delay = fixed(DefaultDelay)
 // winner's own. Either exists only once something waits on the winner's
 // context, and holds a small object, not the call. When Do returns it
 // unlinks the call from ctx, so a long-lived ctx retains nothing of it.
-
+//
 // If ctx is done before the call starts, Do returns context.Cause(ctx)
 // without calling fn. If ctx is done during the call (its deadline
 // included), Do returns context.Cause(ctx) at once; if the Timeout passes
@@ -140,10 +140,13 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if c.decided {
 		panic(c.panicked) // a hook panicked; a Goexit does not return here
 	}
-	c.mu.Lock()
+	// No other goroutine sees c yet: the primary is claimed without c.mu.
 	c.start(0, c.begin, d)
 	c.runFirst = true
-	c.unlock()
+	if c.kick { // a zero delay: the first hedge is due at once
+		c.kick = false
+		go c.stepFn()
+	}
 	go c.stepFn()
 	// The call stays linked to ctx until Do returns, and not after: a
 	// long-lived ctx must not accumulate finished calls.

@@ -30,6 +30,7 @@ type Keyed struct {
 	delays   sync.Map // string → Delay
 	n        atomic.Int64
 	overflow atomic.Pointer[Delay]
+	counts   atomic.Bool // New made a Delay that counts attempts (a Planner)
 }
 
 // Next returns the delay of ctx's key.
@@ -40,6 +41,9 @@ func (k *Keyed) Next(ctx context.Context, attempt int) time.Duration {
 // began tells the delay of ctx's key that attempt k starts, if it counts
 // attempts.
 func (k *Keyed) began(ctx context.Context, attempt int) {
+	if !k.counts.Load() {
+		return // no key to look up on every call for delays that do not count
+	}
 	if c, ok := k.delay(ctx).(counter); ok {
 		c.began(ctx, attempt)
 	}
@@ -137,6 +141,9 @@ func (k *Keyed) make(key string) Delay {
 		return &Percentile{}
 	}
 	if d := k.New(key); d != nil {
+		if _, ok := d.(counter); ok {
+			k.counts.Store(true)
+		}
 		return d
 	}
 	return defaultDelay

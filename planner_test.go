@@ -53,11 +53,22 @@ func TestPlannerFindsTwoHedges(t *testing.T) {
 // 0.2 × 0.1 × 1,000 = 20 attempts ahead, and each call that hedges
 // spends 0.9 more. When less than one attempt is left, it schedules no
 // hedge until calls have paid for one.
+// A Keyed of Planners counts each key's attempts the same way.
 func TestPlannerSpendsWhatItPlans(t *testing.T) {
+	newPlanner := func(string) hedge.Delay { return &hedge.Planner{Load: 0.1, Initial: 10 * ms} }
+	for name, delay := range map[string]func() hedge.Delay{
+		"Planner": func() hedge.Delay { return newPlanner("") },
+		"Keyed":   func() hedge.Delay { return &hedge.Keyed{New: newPlanner} },
+	} {
+		t.Run(name, func(t *testing.T) { plannerSpends(t, delay()) })
+	}
+}
+
+func plannerSpends(t *testing.T, delay hedge.Delay) {
 	synctest.Test(t, func(t *testing.T) {
 		var got []int
 		p := hedge.Policy[int]{
-			Delay: &hedge.Planner{Load: 0.1, Initial: 10 * ms}, Timeout: 50 * ms,
+			Delay: delay, Timeout: 50 * ms,
 			Observer: observerFunc(func(r hedge.Report) { got = append(got, r.Attempts) }),
 		}
 		for range 31 {
