@@ -140,13 +140,12 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if c.decided {
 		panic(c.panicked) // a hook panicked; a Goexit does not return here
 	}
-	// No other goroutine sees c yet: the primary is claimed without c.mu.
-	c.start(0, c.begin, d)
+	// start arms the timer, whose step may run at once: from here on c is
+	// shared, and unlock starts the first hedge if it is due already.
+	c.mu.Lock()
 	c.runFirst = true
-	if c.kick { // a zero delay: the first hedge is due at once
-		c.kick = false
-		go c.stepFn()
-	}
+	c.start(0, c.begin, d)
+	c.unlock()
 	go c.stepFn()
 	// The call stays linked to ctx until Do returns, and not after: a
 	// long-lived ctx must not accumulate finished calls.

@@ -242,3 +242,23 @@ func TestDiscardGoexitDoesNotHang(t *testing.T) {
 		}
 	})
 }
+
+// The primary's start arms the hedge timer, and the timer's step may run
+// while Do is still setting the call up, if Do's goroutine is preempted
+// there. Run with -race: once the timer is armed, Do touches the call's
+// state only under its lock. (A bubble cannot show this race: its clock
+// advances only when Do's goroutine blocks, which orders Do's writes
+// before the timer's step. Many goroutines on few processors make the
+// preemption likely, not certain.)
+func TestTimerArmedByThePrimaryRacesNothing(t *testing.T) {
+	p := Policy[int]{Delay: Fixed(time.Nanosecond), MaxAttempts: 2}
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for range 1000 {
+				Do(context.Background(), p, func(ctx context.Context) (int, error) { return 1, nil })
+			}
+		})
+	}
+	wg.Wait()
+}
