@@ -17,7 +17,7 @@ func (c *call[T]) run(a *attemptCtx) (next *attemptCtx) {
 		c.mu.Lock()
 		c.inflight--
 		c.unlock()
-		c.release(a.n)
+		c.release(int(a.n))
 		return nil
 	}
 	var r result[T]
@@ -31,7 +31,7 @@ func (c *call[T]) invoke(a *attemptCtx, r *result[T]) {
 	defer func() {
 		if !r.returned {
 			if v := recover(); v != nil {
-				r.panic = &PanicError{Attempt: a.n, Value: v, Stack: debug.Stack()}
+				r.panic = &PanicError{Attempt: int(a.n), Value: v, Stack: debug.Stack()}
 			}
 		}
 	}()
@@ -67,7 +67,7 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) (next *attemptCtx) {
 	// runtime.Goexit; guard has then ended the call, and take finds it
 	// decided.
 	defer func() { next = c.take(a, r) }()
-	c.guard(a.n, func() { c.budget.Done(c.parent, a.n, o) })
+	c.guard(int(a.n), func() { c.budget.Done(c.parent(), int(a.n), o) })
 	return nil
 }
 
@@ -80,10 +80,10 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 	c.inflight--
 	if c.track && a == &c.primary && !c.decided {
 		c.primaryDone = true
-		c.seen = c.now()
-		c.primaryRan = c.seen.Sub(c.begin)
+		c.seen, c.hasSeen = c.since(), true
+		c.primaryRan = c.seen
 		// Only an accepted answer says how long a good one takes.
-		c.learn = c.learner != nil && r.returned && r.o == Accept
+		c.learn = c.learns && r.returned && r.o == Accept
 	}
 	var cut bool
 	switch {
@@ -102,7 +102,7 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 	default:
 		k, d, own = c.answer(a, r)
 	}
-	c.seen = time.Time{}
+	c.hasSeen = false
 	c.unlock()
 	// Deferred: a Discard that calls runtime.Goexit on d must not keep
 	// own from being counted through, or Do would wait for it forever.
@@ -122,20 +122,20 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 
 // clockNow returns the clock reading of this turn under c.mu, or reads
 // the clock. Called with c.mu held.
-func (c *call[T]) clockNow() time.Time {
-	if !c.seen.IsZero() {
+func (c *call[T]) clockNow() time.Duration {
+	if c.hasSeen {
 		return c.seen
 	}
-	return c.now()
+	return c.since()
 }
 
 // cutOff ends the call if the caller's context is done or the Timeout
 // has passed. Called with c.mu held.
 func (c *call[T]) cutOff() (drop[T], bool) {
-	if err := c.parent.Err(); err != nil {
-		return c.end(context.Cause(c.parent), err, nil), true
+	if err := c.parent().Err(); err != nil {
+		return c.end(context.Cause(c.parent()), err, nil), true
 	}
-	if !c.timeout.IsZero() && !c.now().Before(c.timeout) {
+	if c.timeout != never && c.since() >= c.timeout {
 		return c.end(context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded), true
 	}
 	return drop[T]{}, false
@@ -154,10 +154,13 @@ func (c *call[T]) answer(a *attemptCtx, r *result[T]) (k int, d, own drop[T]) {
 		c.finish(nil, context.Canceled, context.Canceled)
 	case r.o == Retryable || r.o == Failed:
 		if a == c.last {
-			c.nextAt = time.Time{} // a's own hedge is moot: it has answered
+			c.nextAt = never // a's own hedge is moot: it has answered
 		}
 		d = c.dropKept()
-		c.kept, c.keptVal, c.keptErr, c.keptO = a, r.v, r.err, r.o
+		if c.kept == nil {
+			c.kept = new(kept[T])
+		}
+		*c.kept = kept[T]{a, r.v, r.err, r.o}
 		if r.o == Retryable {
 			c.retryDue++ // the next attempt starts now
 			k = c.due(c.clockNow())
@@ -175,16 +178,13 @@ func (c *call[T]) answer(a *attemptCtx, r *result[T]) (k int, d, own drop[T]) {
 // runOut ends the call with the kept result (Retryable or Failed) when
 // nothing is in flight and nothing more will start. Called with c.mu held.
 func (c *call[T]) runOut() {
-	if c.decided || c.kept == nil || c.inflight > 0 || c.claiming || c.retryDue > 0 {
+	if c.decided || c.kept == nil || c.kept.a == nil || c.inflight > 0 || c.claiming || c.retryDue > 0 {
 		return
 	}
-	if c.started < c.max && !c.nextAt.IsZero() {
+	if c.started < c.max && c.nextAt != never {
 		return // a timed hedge is still to come
 	}
-	a := c.kept
-	c.kept = nil
-	var zero T
-	v, err := c.keptVal, c.keptErr
-	c.keptVal, c.keptErr = zero, nil
-	c.settle(a, v, err, c.keptO)
+	k := *c.kept
+	*c.kept = kept[T]{}
+	c.settle(k.a, k.v, k.err, k.o)
 }

@@ -3,7 +3,6 @@ package hedge
 import (
 	"context"
 	"errors"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -23,17 +22,10 @@ import (
 // the winner at its deadline retains the watch, never the call.
 type attemptCtx struct {
 	parent   context.Context
-	n        int
 	deadline time.Time     // by the real clock; zero: none
 	next     *attemptCtx   // the call's attempts, in start order
 	at       time.Duration // when it started, from the call's start, by the policy's clock
-
-	mu    sync.Mutex
-	done  chan struct{} // made on first Done, closed on cancel
-	err   error
-	cause error           // why the call cancelled it; nil: the caller's context did, and has the cause
-	hooks []*hook         // AfterFunc registrations waiting for cancel
-	why   context.Context // made on first context.Cause of a cancelled attempt; see causeContext
+	n        int32
 
 	// Once detached, the winner's own deadline ends it: followParent says
 	// that deadline is the caller's own, so the caller's context ends it
@@ -42,9 +34,57 @@ type attemptCtx struct {
 	detached     bool
 	followParent bool
 	watch        *watch
+
+	mu    sync.Mutex
+	done  chan struct{} // made on first Done, closed on cancel
+	err   error
+	cause error           // why the call cancelled it; nil: the caller's context did, and has the cause
+	hooks hookList        // AfterFunc registrations waiting for cancel
+	why   context.Context // made on first context.Cause of a cancelled attempt; see causeContext
 }
 
-type hook struct{ f func() }
+// hook is one AfterFunc registration.
+type hook struct {
+	f    func()
+	next *hook
+}
+
+// hookList is a context's AfterFunc registrations, newest first: one word
+// in the attempt, where a slice takes three, linked through the hooks'
+// own allocations.
+type hookList struct{ head *hook }
+
+func (l *hookList) push(h *hook) {
+	h.next = l.head
+	l.head = h
+}
+
+// remove unlinks h, and reports whether it was there. A removed hook
+// links to nothing: its func closes over the context it watched, and a
+// stop func that outlives the list must not keep the rest alive.
+func (l *hookList) remove(h *hook) bool {
+	for p := &l.head; *p != nil; p = &(*p).next {
+		if *p == h {
+			*p = h.next
+			h.next = nil
+			return true
+		}
+	}
+	return false
+}
+
+// fire starts every hook on a goroutine of its own and empties the list.
+func (l *hookList) fire() {
+	for h := l.head; h != nil; {
+		next := h.next
+		h.next = nil
+		go h.f()
+		h = next
+	}
+	l.head = nil
+}
+
+func (l *hookList) empty() bool { return l.head == nil }
 
 type attemptKey struct{}
 
@@ -97,7 +137,7 @@ func (a *attemptCtx) Err() error {
 func (a *attemptCtx) Value(key any) any {
 	switch key {
 	case attemptKey{}:
-		return a.n
+		return int(a.n)
 	case cancelCtxKey:
 		if why := a.causeContext(); why != nil {
 			return why.Value(key)
@@ -154,7 +194,7 @@ func (a *attemptCtx) causeContext() context.Context {
 }
 
 func (a *attemptCtx) String() string {
-	return "hedge.Attempt(" + strconv.Itoa(a.n) + ")"
+	return "hedge.Attempt(" + strconv.Itoa(int(a.n)) + ")"
 }
 
 // AfterFunc lets context.WithCancel and context.AfterFunc hook onto an
@@ -166,33 +206,21 @@ func (a *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 		go f()
 		return func() bool { return false }
 	}
-	h := &hook{f}
+	h := &hook{f: f}
 	if a.detached {
 		if w := a.watchLocked(); w != nil {
 			return w.add(h)
 		}
 	}
-	a.hooks = append(a.hooks, h)
+	a.hooks.push(h)
 	return func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		if a.watch != nil {
 			return a.watch.remove(h)
 		}
-		var ok bool
-		a.hooks, ok = removeHook(a.hooks, h)
-		return ok
+		return a.hooks.remove(h)
 	}
-}
-
-// removeHook removes h from hooks. slices.Delete clears the slot it
-// vacates: a removed hook's func closes over the context it watched, and
-// a stale pointer past the slice's length would keep that alive.
-func removeHook(hooks []*hook, h *hook) ([]*hook, bool) {
-	if i := slices.Index(hooks, h); i >= 0 {
-		return slices.Delete(hooks, i, i+1), true
-	}
-	return hooks, false
 }
 
 // cancel ends the attempt's context with err and cause (nil: the
@@ -211,10 +239,7 @@ func (a *attemptCtx) cancel(err, cause error) {
 	if a.done != nil {
 		close(a.done)
 	}
-	for _, h := range a.hooks {
-		go h.f()
-	}
-	a.hooks = nil
+	a.hooks.fire()
 }
 
 // detach hands the winner its deadline: from now on the call no longer
@@ -224,7 +249,7 @@ func (a *attemptCtx) detach(followParent bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.detached, a.followParent = true, followParent
-	if a.err == nil && (a.done != nil || len(a.hooks) > 0) {
+	if a.err == nil && (a.done != nil || !a.hooks.empty()) {
 		if w := a.watchLocked(); w != nil {
 			w.arm() // something waits on the winner already
 		}
@@ -240,7 +265,7 @@ func (a *attemptCtx) watchLocked() *watch {
 		if a.followParent {
 			a.watch.parent = a.parent
 		}
-		a.hooks = nil
+		a.hooks = hookList{}
 	}
 	return a.watch
 }
@@ -254,7 +279,7 @@ type watch struct {
 
 	mu    sync.Mutex
 	done  chan struct{}
-	hooks []*hook
+	hooks hookList
 	err   error
 	stop  func() bool // releases the timer or the registration; nil: none armed
 	// own says err is also the cause; false: the caller's context ended
@@ -308,10 +333,7 @@ func (w *watch) expireLocked(err error, own bool) {
 	if w.done != nil {
 		close(w.done)
 	}
-	for _, h := range w.hooks {
-		go h.f()
-	}
-	w.hooks = nil
+	w.hooks.fire()
 	if w.stop != nil {
 		w.stop()
 		w.stop = nil
@@ -356,7 +378,7 @@ func (w *watch) add(h *hook) (stop func() bool) {
 		go h.f()
 		return func() bool { return false }
 	}
-	w.hooks = append(w.hooks, h)
+	w.hooks.push(h)
 	w.armLocked()
 	return func() bool { return w.remove(h) }
 }
@@ -369,9 +391,8 @@ func (w *watch) add(h *hook) (stop func() bool) {
 func (w *watch) remove(h *hook) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var ok bool
-	w.hooks, ok = removeHook(w.hooks, h)
-	if ok && len(w.hooks) == 0 && w.done == nil && w.stop != nil {
+	ok := w.hooks.remove(h)
+	if ok && w.hooks.empty() && w.done == nil && w.stop != nil {
 		w.stop()
 		w.stop = nil
 	}

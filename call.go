@@ -20,71 +20,88 @@ import (
 // act on the answer. A hook that panics or calls runtime.Goexit ends the
 // call through guard, whatever goroutine it ran on.
 type call[T any] struct {
-	mu   sync.Mutex
-	wake sync.Cond // Do waits on it for decided, and for early discards
+	mu sync.Mutex
+	// gate is how Do waits: it adds one and sets waiting, and whoever
+	// changes what Do waits for (the decision, an early discard done, an
+	// interrupted wait) takes the one back. A WaitGroup takes 16 bytes
+	// where a sync.Cond takes 56, and like a Cond, unlike a Mutex, a
+	// synctest bubble counts a goroutine waiting on it as durably blocked.
+	gate    sync.WaitGroup
+	waiting bool
 
-	// Set by Do before the primary starts; read-only after.
+	// Set by Do before the primary starts; read-only after. The caller's
+	// context is primary.parent.
 	fn       func(context.Context) (T, error)
-	parent   context.Context
 	delay    Delay
-	learner  Learner                // delay, if it learns; nil otherwise
-	counter  counter                // delay, if it counts the attempts it causes; nil otherwise
-	track    bool                   // a Learner or an Observer hears how long the primary ran
 	classify func(T, error) Outcome // nil: classifyErr, without a generic func value's allocation
 	budget   Budget
 	discard  func(T)
 	clock    clock.Clock // nil: real time
-	max      int
-	begin    time.Time // by the policy's clock; the primary starts then
-	deadlines
-	stepFn func()
+	begin    time.Time   // by the policy's clock; the primary starts then
+	stepFn   func()
+	// The call's times are offsets from begin by the policy's clock;
+	// never: none.
+	sched   time.Duration // the deadline: the skip rule reads it
+	timeout time.Duration // the Timeout's deadline, when the call enforces it (see deadlines)
+	max     int32
+	learns  bool // delay is a Learner
+	counts  bool // delay counts the attempts it causes (counter)
+	track   bool // a Learner or an Observer hears how long the primary ran
 
 	// Scheduling: the attempts, and when the next one is due.
 	timer     *time.Timer
 	ctimer    *clock.Timer
 	primary   attemptCtx
 	last      *attemptCtx
-	started   int           // attempts claimed, the primary included
-	inflight  int           // claimed attempts whose fn has not returned
-	runFirst  bool          // the primary is claimed and waits for a goroutine
-	nextAt    time.Time     // when the next timed hedge is due; zero: none
+	nextAt    time.Duration // when the next timed hedge is due; never: none
 	lastDelay time.Duration // the delay that set nextAt
+	started   int32         // attempts claimed, the primary included
+	inflight  int32         // claimed attempts whose fn has not returned
+	retryDue  int32         // retryable results owed an attempt at once
+	runFirst  bool          // the primary is claimed and waits for a goroutine
 	claiming  bool          // a goroutine asks the hooks for attempt started, outside mu
-	retryDue  int           // retryable results owed an attempt at once
 	kick      bool          // a step is due now; start it after unlocking
 
-	// The last retryable result, returned if nothing better comes.
-	kept    *attemptCtx
-	keptVal T
-	keptErr error
-	keptO   Outcome // Retryable or Failed
+	// The last retryable result, returned if nothing better comes; made on
+	// the first one, which a call that answers at once never has.
+	kept *kept[T]
 
 	// The decision.
 	decided    bool
 	abandoned  bool // the caller's context or the deadline ended the wait for early discards
-	discarding int  // early drops not yet through Discard; Do waits for them
+	goexit     bool
+	outcome    Outcome
+	discarding int32 // early drops not yet through Discard; Do waits for them
+	winner     int32
+	refusals   int32
+	skips      int32
 	val        T
 	err        error
-	winner     int
 	won        *attemptCtx // the winner's context, detached; nil: none
-	outcome    Outcome
 	panicked   *PanicError
-	goexit     bool
-	refusals   int
-	skips      int
 
 	// What the learner and the observer hear: how long the primary ran,
 	// and whether it answered (false: it was still running at the
 	// decision). learn: the Learner hears it (an accepted answer, or a
 	// lower bound).
 	primaryRan  time.Duration
+	elapsed     time.Duration // from the start to the decision, when tracked
 	primaryDone bool
 	learn       bool
-	elapsed     time.Duration // from the start to the decision, when tracked
 	// seen is a clock reading taken under mu by the goroutine that holds
-	// it, for the rest of its turn to use; zero: none. An observed call
+	// it, for the rest of its turn to use, if hasSeen. An observed call
 	// reads the clock once per answer, not once per use.
-	seen time.Time
+	hasSeen bool
+	seen    time.Duration
+}
+
+// kept is the last retryable (or failed) result of a call: its attempt,
+// what fn returned, and how it was classified. a is nil when none is kept.
+type kept[T any] struct {
+	a   *attemptCtx
+	v   T
+	err error
+	o   Outcome
 }
 
 // result is what one attempt's function did.
@@ -113,6 +130,17 @@ func (c *call[T]) now() time.Time {
 	return c.clock.Now()
 }
 
+// since returns the time since the call's start, by the policy's clock.
+func (c *call[T]) since() time.Duration {
+	if c.clock == nil {
+		return time.Since(c.begin)
+	}
+	return c.clock.Since(c.begin)
+}
+
+// parent returns the caller's context.
+func (c *call[T]) parent() context.Context { return c.primary.parent }
+
 // step starts whatever is due and runs it on this goroutine.
 func (c *call[T]) step() {
 	c.mu.Lock()
@@ -137,13 +165,31 @@ func (c *call[T]) unlock() {
 	}
 }
 
+// wakeDo lets Do look again at what it waits for. Called with c.mu held.
+func (c *call[T]) wakeDo() {
+	if c.waiting {
+		c.waiting = false
+		c.gate.Done()
+	}
+}
+
+// wait blocks Do until wakeDo. Called with c.mu held; holds it again on
+// return.
+func (c *call[T]) wait() {
+	c.waiting = true
+	c.gate.Add(1)
+	c.mu.Unlock()
+	c.gate.Wait()
+	c.mu.Lock()
+}
+
 // advance decides on the caller's context and the deadline, and returns
 // the primary to run, or the number of an extra attempt that is due and
 // that this goroutine now claims (0: none). Called with c.mu held.
 func (c *call[T]) advance() (*attemptCtx, int, drop[T]) {
 	var d drop[T]
-	if err := c.parent.Err(); err != nil && !c.decided {
-		d = c.end(context.Cause(c.parent), err, nil)
+	if err := c.parent().Err(); err != nil && !c.decided {
+		d = c.end(context.Cause(c.parent()), err, nil)
 	}
 	if c.runFirst {
 		// The primary is claimed: it runs, or, when the call ended
@@ -157,8 +203,8 @@ func (c *call[T]) advance() (*attemptCtx, int, drop[T]) {
 		}
 		return nil, 0, d
 	}
-	now := c.now()
-	if !c.timeout.IsZero() && !now.Before(c.timeout) {
+	now := c.since()
+	if now >= c.timeout {
 		return nil, 0, c.end(context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded)
 	}
 	k := c.due(now)
@@ -173,33 +219,33 @@ func (c *call[T]) advance() (*attemptCtx, int, drop[T]) {
 // the next attempt at once: it has no delay to be too late for, so only
 // the deadline itself stops it. A timed hedge starts only with half its
 // delay left before the deadline. Called with c.mu held.
-func (c *call[T]) due(now time.Time) int {
+func (c *call[T]) due(now time.Duration) int {
 	if c.claiming || c.decided {
 		return 0 // the claimer looks again when it is done
 	}
 	retry := c.retryDue > 0
-	timed := !c.nextAt.IsZero() && !now.Before(c.nextAt)
+	timed := now >= c.nextAt
 	switch {
 	case !retry && !timed:
 		return 0
 	case c.started >= c.max:
-		c.retryDue, c.nextAt = 0, time.Time{}
+		c.retryDue, c.nextAt = 0, never
 		return 0
 	case retry:
 		c.retryDue--
-		if !c.sched.IsZero() && !now.Before(c.sched) {
+		if now >= c.sched {
 			c.skips++
 			return 0
 		}
 	default:
-		c.nextAt = time.Time{}
+		c.nextAt = never
 		if !worthStarting(now, c.sched, c.lastDelay) {
 			c.skips++
 			return 0
 		}
 	}
 	c.claiming = true
-	return c.started
+	return int(c.started)
 }
 
 // claim asks the Budget for attempt k and the Delay for the hedge after
@@ -207,7 +253,7 @@ func (c *call[T]) due(now time.Time) int {
 // still undecided. It returns the attempt to run on this goroutine.
 func (c *call[T]) claim(k int) *attemptCtx {
 	granted := true
-	if c.budget != nil && !c.guard(k, func() { granted = c.budget.Allow(c.parent, k) }) {
+	if c.budget != nil && !c.guard(k, func() { granted = c.budget.Allow(c.parent(), k) }) {
 		return nil
 	}
 	d := time.Duration(-1)
@@ -223,7 +269,7 @@ func (c *call[T]) claim(k int) *attemptCtx {
 		}
 		return nil
 	}
-	now := c.now()
+	now := c.since()
 	var a *attemptCtx
 	if granted {
 		a = c.start(k, now, d)
@@ -232,7 +278,7 @@ func (c *call[T]) claim(k int) *attemptCtx {
 		c.retryDue = 0
 		c.arm(now)
 	}
-	if c.retryDue > 0 || (!c.nextAt.IsZero() && !now.Before(c.nextAt)) {
+	if c.retryDue > 0 || now >= c.nextAt {
 		c.kick = true
 	} else {
 		c.runOut()
@@ -243,19 +289,22 @@ func (c *call[T]) claim(k int) *attemptCtx {
 
 // start starts attempt k at now and schedules the hedge after it, d later
 // (negative: none). Called with c.mu held.
-func (c *call[T]) start(k int, now time.Time, d time.Duration) *attemptCtx {
+func (c *call[T]) start(k int, now, d time.Duration) *attemptCtx {
 	a := &c.primary
 	if k > 0 {
-		a = &attemptCtx{}
+		a = &attemptCtx{parent: c.primary.parent, deadline: c.primary.deadline}
 		c.last.next = a
 	}
-	a.parent, a.n, a.deadline, a.at = c.parent, k, c.real, now.Sub(c.begin)
+	a.n, a.at = int32(k), now
 	c.last = a
 	c.started++
 	c.inflight++
-	c.nextAt, c.lastDelay = time.Time{}, d
+	c.nextAt, c.lastDelay = never, d
 	if d >= 0 && c.started < c.max {
-		c.nextAt = now.Add(d)
+		c.nextAt = now + d
+		if c.nextAt < now {
+			c.nextAt = never // a delay past the end of time
+		}
 	}
 	c.arm(now)
 	return a
@@ -277,16 +326,16 @@ func (c *call[T]) startHooks(k int, d *time.Duration) (ok bool) {
 // first. A hedge that falls due while another goroutine claims an attempt
 // waits for that claim, which looks again when it is done. Called with
 // c.mu held.
-func (c *call[T]) arm(now time.Time) {
+func (c *call[T]) arm(now time.Duration) {
 	next := c.nextAt
 	if c.claiming {
-		next = time.Time{}
+		next = never
 	}
-	at := earliest(next, c.timeout)
-	if at.IsZero() {
+	at := min(next, c.timeout)
+	if at == never {
 		return
 	}
-	d := at.Sub(now)
+	d := at - now
 	switch {
 	case d <= 0:
 		c.kick = true // started by whoever unlocks, so it does not wait on c.mu

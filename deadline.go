@@ -1,6 +1,9 @@
 package hedge
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // callDeadline is the one deadline shared by every attempt of a call: the
 // earlier of the caller's deadline and start+timeout. Zero means none.
@@ -51,22 +54,26 @@ func callDeadlines(begin, realNow time.Time, timeout time.Duration, parent time.
 // it, a stand-in for how long a healthy attempt takes (delays sit near the
 // p95 of a normal attempt). An attempt left with less than half of that
 // would mostly be cut off by the deadline: it would add load without
-// cutting latency, so Do skips it.
-func worthStarting(now, deadline time.Time, delay time.Duration) bool {
-	if deadline.IsZero() {
+// cutting latency, so Do skips it. Both times are offsets from the call's
+// start; never: no deadline.
+func worthStarting(now, deadline, delay time.Duration) bool {
+	if deadline == never {
 		return true
 	}
-	left := deadline.Sub(now)
+	left := deadline - now
 	return left > 0 && left >= delay/2
 }
 
-// earliest returns the earlier of two times, ignoring zero ones.
-func earliest(a, b time.Time) time.Time {
-	switch {
-	case a.IsZero():
-		return b
-	case b.IsZero() || a.Before(b):
-		return a
+// never is an offset from a call's start that no clock reading reaches:
+// no deadline, or no hedge due. A call keeps its times as offsets from its
+// start: 8 bytes each rather than a time.Time's 24 keep the call in a
+// smaller size class, and every comparison is a plain one.
+const never = time.Duration(math.MaxInt64)
+
+// offset returns t as an offset from begin, or never for a zero t.
+func offset(t, begin time.Time) time.Duration {
+	if t.IsZero() {
+		return never
 	}
-	return b
+	return t.Sub(begin)
 }

@@ -29,9 +29,9 @@ func TestCallDeadline(t *testing.T) {
 }
 
 func TestWorthStarting(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := 3 * time.Second // from the call's start
 	tests := []struct {
-		left  time.Duration // before the deadline; 0 with noDeadline means none
+		left  time.Duration // before the deadline
 		delay time.Duration
 		want  bool
 	}{
@@ -44,26 +44,28 @@ func TestWorthStarting(t *testing.T) {
 		{left: time.Nanosecond, delay: -1, want: true},
 	}
 	for _, tt := range tests {
-		if got := worthStarting(now, now.Add(tt.left), tt.delay); got != tt.want {
+		if got := worthStarting(now, now+tt.left, tt.delay); got != tt.want {
 			t.Errorf("worthStarting(%v left, delay %v) = %v, want %v", tt.left, tt.delay, got, tt.want)
 		}
 	}
-	if !worthStarting(now, time.Time{}, time.Hour) {
+	if !worthStarting(now, never, time.Hour) {
 		t.Error("worthStarting without a deadline = false, want true")
 	}
 }
 
-func TestEarliest(t *testing.T) {
-	a, b := time.Unix(1, 0), time.Unix(2, 0)
-	for _, tt := range []struct{ x, y, want time.Time }{
-		{time.Time{}, time.Time{}, time.Time{}},
-		{a, time.Time{}, a},
-		{time.Time{}, b, b},
-		{a, b, a},
-		{b, a, a},
+func TestOffset(t *testing.T) {
+	begin := time.Unix(1, 0)
+	for _, tt := range []struct {
+		t    time.Time
+		want time.Duration
+	}{
+		{time.Time{}, never},
+		{begin, 0},
+		{begin.Add(time.Second), time.Second},
+		{begin.Add(-time.Second), -time.Second},
 	} {
-		if got := earliest(tt.x, tt.y); !got.Equal(tt.want) {
-			t.Errorf("earliest(%v, %v) = %v, want %v", tt.x, tt.y, got, tt.want)
+		if got := offset(tt.t, begin); got != tt.want {
+			t.Errorf("offset(%v) = %v, want %v", tt.t, got, tt.want)
 		}
 	}
 }

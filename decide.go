@@ -2,7 +2,6 @@ package hedge
 
 import (
 	"context"
-	"time"
 )
 
 // How a call ends: the decision, the losers cancelled, the values Do does
@@ -32,17 +31,17 @@ func (c *call[T]) interruptWait() drop[T] {
 	if c.discarding == 0 || c.abandoned || c.outcome == Canceled {
 		return drop[T]{}
 	}
-	err, cancel, cause := context.Cause(c.parent), c.parent.Err(), error(nil)
+	err, cancel, cause := context.Cause(c.parent()), c.parent().Err(), error(nil)
 	if cancel == nil {
-		now := c.now()
-		if c.timeout.IsZero() || now.Before(c.timeout) {
+		now := c.since()
+		if now < c.timeout {
 			c.arm(now)
 			return drop[T]{}
 		}
 		err, cancel, cause = context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded
 	}
 	c.abandoned = true
-	c.wake.Signal()
+	c.wakeDo()
 	if c.panicked != nil || c.goexit {
 		return drop[T]{} // a panic still reaches the caller, without waiting
 	}
@@ -59,13 +58,12 @@ func (c *call[T]) interruptWait() drop[T] {
 // dropKept cancels the kept retryable attempt and hands its value over
 // for Discard. Called with c.mu held.
 func (c *call[T]) dropKept() drop[T] {
-	if c.kept == nil {
+	if c.kept == nil || c.kept.a == nil {
 		return drop[T]{}
 	}
-	var zero T
-	d := c.early(c.keptVal, c.keptErr == nil)
-	c.kept.cancel(context.Canceled, ErrSuperseded)
-	c.kept, c.keptVal, c.keptErr = nil, zero, nil
+	d := c.early(c.kept.v, c.kept.err == nil)
+	c.kept.a.cancel(context.Canceled, ErrSuperseded)
+	*c.kept = kept[T]{}
 	return d
 }
 
@@ -85,15 +83,15 @@ func (c *call[T]) early(v T, ok bool) drop[T] {
 // wait; Do stops it. Called with c.mu held.
 func (c *call[T]) finish(winner *attemptCtx, cancel, cause error) {
 	c.decided = true
-	c.nextAt = time.Time{}
+	c.nextAt = never
 	c.retryDue = 0
 	if c.track && c.started > 0 && !c.primaryDone {
 		// The primary lost or was cut off: it would have run at least
 		// this long.
-		c.primaryRan, c.learn = c.clockNow().Sub(c.begin), c.learner != nil
+		c.primaryRan, c.learn = c.clockNow(), c.learns
 	}
 	if c.track {
-		c.elapsed = c.clockNow().Sub(c.begin)
+		c.elapsed = c.clockNow()
 	}
 	if c.started > 0 {
 		for a := &c.primary; a != nil; a = a.next {
@@ -105,10 +103,10 @@ func (c *call[T]) finish(winner *attemptCtx, cancel, cause error) {
 	if winner != nil {
 		// Without a Timeout of its own, the winner ends with the
 		// caller's context, which has a deadline: nothing more is needed.
-		winner.detach(c.timeout.IsZero() && c.clock == nil && !c.real.IsZero())
+		winner.detach(c.timeout == never && c.clock == nil && !c.primary.deadline.IsZero())
 		c.won = winner
 	}
-	c.wake.Signal()
+	c.wakeDo()
 }
 
 func (c *call[T]) drop(d drop[T]) {
@@ -119,7 +117,7 @@ func (c *call[T]) drop(d drop[T]) {
 		defer func() {
 			c.mu.Lock()
 			c.discarding--
-			c.wake.Signal()
+			c.wakeDo()
 			c.mu.Unlock()
 		}()
 	}

@@ -97,16 +97,16 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		return zero, context.Cause(ctx)
 	}
 	c := &call[T]{
-		fn: fn, parent: ctx, delay: p.Delay, classify: p.Classify,
-		budget: p.Budget, discard: p.Discard, clock: p.Clock, max: max,
+		fn: fn, delay: p.Delay, classify: p.Classify, budget: p.Budget,
+		discard: p.Discard, clock: p.Clock, max: int32(max), nextAt: never,
 	}
+	c.primary.parent = ctx
 	if c.delay == nil {
 		c.delay = defaultDelay
 	}
-	c.learner, _ = c.delay.(Learner)
-	c.counter, _ = c.delay.(counter)
-	c.track = c.learner != nil || p.Observer != nil
-	c.wake.L = &c.mu
+	_, c.learns = c.delay.(Learner)
+	_, c.counts = c.delay.(counter)
+	c.track = c.learns || p.Observer != nil
 	c.stepFn = c.step
 	if v, ok := c.delay.(validator); ok {
 		var planned int
@@ -117,7 +117,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 			return zero, err
 		}
 		if p.MaxAttempts == 0 && planned > 0 {
-			c.max = planned
+			c.max = int32(planned)
 		}
 	}
 	c.begin = c.now()
@@ -126,12 +126,14 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		realNow = time.Now()
 	}
 	parentDeadline, hasDeadline := ctx.Deadline()
-	c.deadlines = callDeadlines(c.begin, realNow, p.Timeout, parentDeadline, hasDeadline)
+	dl := callDeadlines(c.begin, realNow, p.Timeout, parentDeadline, hasDeadline)
+	c.sched, c.timeout = offset(dl.sched, c.begin), offset(dl.timeout, c.begin)
+	c.primary.deadline = dl.real
 
 	// The primary's hooks run here, on the caller's goroutine, before any
 	// other goroutine of the call exists.
 	d := time.Duration(-1)
-	if c.max > 1 || c.counter != nil {
+	if c.max > 1 || c.counts {
 		c.guard(0, func() { d = c.starting(0) })
 	}
 	if !c.decided && c.budget != nil {
@@ -144,7 +146,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	// shared, and unlock starts the first hedge if it is due already.
 	c.mu.Lock()
 	c.runFirst = true
-	c.start(0, c.begin, d)
+	c.start(0, 0, d)
 	c.unlock()
 	go c.stepFn()
 	// The call stays linked to ctx until Do returns, and not after: a
@@ -158,7 +160,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	// discarded, unless ctx or the deadline ends the wait; a context error
 	// does not wait: it returns at once.
 	for !c.decided || (c.discarding > 0 && !c.abandoned && c.outcome != Canceled) {
-		c.wake.Wait()
+		c.wait()
 	}
 	c.stopTimer()
 	v, err, pe, goexit := c.val, c.err, c.panicked, c.goexit
@@ -168,9 +170,9 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	var report Report
 	if p.Observer != nil {
 		report = Report{
-			Attempts: c.started, Winner: c.winner, Outcome: c.outcome,
+			Attempts: int(c.started), Winner: int(c.winner), Outcome: c.outcome,
 			Primary: c.primaryRan, PrimaryAnswered: c.primaryDone,
-			BudgetRefusals: c.refusals, DeadlineSkips: c.skips, Panicked: pe != nil || goexit,
+			BudgetRefusals: int(c.refusals), DeadlineSkips: int(c.skips), Panicked: pe != nil || goexit,
 		}
 		for a := c.primary.next; a != nil; a = a.next {
 			report.Started[a.n] = a.at
@@ -241,6 +243,6 @@ func (c *call[T]) learnSafely(ctx context.Context, ran time.Duration, complete b
 			pe = &PanicError{Attempt: 0, Value: v, Stack: debug.Stack()}
 		}
 	}()
-	c.learner.Learn(ctx, ran, complete)
+	c.delay.(Learner).Learn(ctx, ran, complete)
 	return nil
 }

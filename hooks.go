@@ -12,11 +12,11 @@ import (
 // starting tells the delay that attempt k starts, if it counts attempts, and
 // returns its delay for attempt k+1 (-1 when none may follow).
 func (c *call[T]) starting(k int) time.Duration {
-	if c.counter != nil {
-		c.counter.began(c.parent, k)
+	if c.counts {
+		c.delay.(counter).began(c.parent(), k)
 	}
-	if k+1 < c.max {
-		return c.delay.Next(c.parent, k)
+	if k+1 < int(c.max) {
+		return c.delay.Next(c.parent(), k)
 	}
 	return -1
 }
@@ -30,10 +30,10 @@ func (c *call[T]) release(k int) {
 		return
 	}
 	if r, ok := c.budget.(Releaser); ok && k > 0 {
-		c.guard(k, func() { r.Release(c.parent, k) })
+		c.guard(k, func() { r.Release(c.parent(), k) })
 		return
 	}
-	c.guard(k, func() { c.budget.Done(c.parent, k, Canceled) })
+	c.guard(k, func() { c.budget.Done(c.parent(), k, Canceled) })
 }
 
 // guard runs one of the policy's hooks for attempt k (Delay.Next, or the

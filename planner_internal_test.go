@@ -11,8 +11,8 @@ import (
 // run() skips fn for an attempt cancelled before it ran and returns its
 // permit; with no Budget there is none to return, and nothing panics.
 func TestNoBudgetNoDone(t *testing.T) {
-	c := &call[int]{parent: context.Background(), decided: true, inflight: 1}
-	c.wake.L = &c.mu
+	c := &call[int]{decided: true, inflight: 1}
+	c.primary.parent = context.Background()
 	a := &attemptCtx{parent: context.Background(), n: 1}
 	a.cancel(context.Canceled, ErrSuperseded) // claimed, then the call was decided
 	c.run(a)
