@@ -83,6 +83,7 @@ type call struct {
 
 // attempt is the function hedge.Do runs for each attempt.
 func (c *call) attempt(ctx context.Context) (*unaryAttempt, error) {
+	growStack(0) // before the invoker, while the stack is shallow
 	k := hedge.Attempt(ctx)
 	c.started.Add(1)
 	a := &unaryAttempt{reply: c.replyType.New().Interface()}
