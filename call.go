@@ -3,6 +3,7 @@ package hedge
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -58,9 +59,12 @@ type call[T any] struct {
 	started   int32         // attempts claimed, the primary included
 	inflight  int32         // claimed attempts whose fn has not returned
 	retryDue  int32         // retryable results owed an attempt at once
-	runFirst  bool          // the primary is claimed and waits for a goroutine
 	claiming  bool          // a goroutine asks the hooks for attempt started, outside mu
 	kick      bool          // a step is due now; start it after unlocking
+	// runFirst says the primary is claimed and waits for a goroutine: the
+	// first step takes it without c.mu, which the fast path then takes
+	// only to record the answer.
+	runFirst atomic.Bool
 
 	// The last retryable result, returned if nothing better comes; made on
 	// the first one, which a call that answers at once never has.
@@ -143,12 +147,19 @@ func (c *call[T]) parent() context.Context { return c.primary.parent }
 
 // step starts whatever is due and runs it on this goroutine.
 func (c *call[T]) step() {
-	c.mu.Lock()
-	a, k, d := c.advance()
-	c.unlock()
-	c.drop(d)
-	if k > 0 {
-		a = c.claim(k)
+	var a *attemptCtx
+	if c.runFirst.Load() && c.runFirst.CompareAndSwap(true, false) {
+		// The primary runs, or, when the call ended before it could, run
+		// finds it cancelled and returns its grant.
+		a = &c.primary
+	} else {
+		c.mu.Lock()
+		k, d := c.advance()
+		c.unlock()
+		c.drop(d)
+		if k > 0 {
+			a = c.claim(k)
+		}
 	}
 	for a != nil {
 		a = c.run(a)
@@ -184,34 +195,28 @@ func (c *call[T]) wait() {
 }
 
 // advance decides on the caller's context and the deadline, and returns
-// the primary to run, or the number of an extra attempt that is due and
-// that this goroutine now claims (0: none). Called with c.mu held.
-func (c *call[T]) advance() (*attemptCtx, int, drop[T]) {
+// the number of an extra attempt that is due and that this goroutine now
+// claims (0: none). Called with c.mu held.
+func (c *call[T]) advance() (int, drop[T]) {
 	var d drop[T]
 	if err := c.parent().Err(); err != nil && !c.decided {
 		d = c.end(context.Cause(c.parent()), err, nil)
-	}
-	if c.runFirst {
-		// The primary is claimed: it runs, or, when the call ended
-		// before it could, run finds it cancelled and returns its grant.
-		c.runFirst = false
-		return &c.primary, 0, d
 	}
 	if c.decided {
 		if !d.ok {
 			d = c.interruptWait()
 		}
-		return nil, 0, d
+		return 0, d
 	}
 	now := c.since()
 	if now >= c.timeout {
-		return nil, 0, c.end(context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded)
+		return 0, c.end(context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded)
 	}
 	k := c.due(now)
 	if k == 0 {
 		c.arm(now) // an early or stale timer: keep the real one
 	}
-	return nil, k, drop[T]{}
+	return k, drop[T]{}
 }
 
 // due returns the number of the extra attempt that may start now, and

@@ -121,14 +121,16 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		}
 	}
 	c.begin = c.now()
-	var realNow time.Time
-	if p.Clock != nil {
-		realNow = time.Now()
+	c.sched, c.timeout = never, never
+	if parentDeadline, hasDeadline := ctx.Deadline(); hasDeadline || p.Timeout > 0 {
+		var realNow time.Time
+		if p.Clock != nil {
+			realNow = time.Now()
+		}
+		dl := callDeadlines(c.begin, realNow, p.Timeout, parentDeadline, hasDeadline)
+		c.sched, c.timeout = offset(dl.sched, c.begin), offset(dl.timeout, c.begin)
+		c.primary.deadline = dl.real
 	}
-	parentDeadline, hasDeadline := ctx.Deadline()
-	dl := callDeadlines(c.begin, realNow, p.Timeout, parentDeadline, hasDeadline)
-	c.sched, c.timeout = offset(dl.sched, c.begin), offset(dl.timeout, c.begin)
-	c.primary.deadline = dl.real
 
 	// The primary's hooks run here, on the caller's goroutine, before any
 	// other goroutine of the call exists.
@@ -145,7 +147,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	// start arms the timer, whose step may run at once: from here on c is
 	// shared, and unlock starts the first hedge if it is due already.
 	c.mu.Lock()
-	c.runFirst = true
+	c.runFirst.Store(true)
 	c.start(0, 0, d)
 	c.unlock()
 	go c.stepFn()
