@@ -22,11 +22,13 @@ import (
 // call through guard, whatever goroutine it ran on.
 type call[T any] struct {
 	mu sync.Mutex
-	// gate is how Do waits: it adds one and sets waiting, and whoever
-	// changes what Do waits for (the decision, an early discard done, an
-	// interrupted wait) takes the one back. A WaitGroup takes 16 bytes
-	// where a sync.Cond takes 56, and like a Cond, unlike a Mutex, a
-	// synctest bubble counts a goroutine waiting on it as durably blocked.
+	// gate is how Do waits. It counts one from the start, which the
+	// decision takes back; after it, Do adds one and sets waiting while it
+	// waits for early discards, and whatever changes what it waits for (a
+	// discard done, an interrupted wait) takes that back. Do waits for the
+	// decision without c.mu. A WaitGroup takes 16 bytes where a sync.Cond
+	// takes 56, and like a Cond, unlike a Mutex, a synctest bubble counts
+	// a goroutine waiting on it as durably blocked.
 	gate    sync.WaitGroup
 	waiting bool
 
@@ -61,6 +63,7 @@ type call[T any] struct {
 	retryDue  int32         // retryable results owed an attempt at once
 	claiming  bool          // a goroutine asks the hooks for attempt started, outside mu
 	kick      bool          // a step is due now; start it after unlocking
+	letGo     bool          // the call was just decided: let Do go after unlocking
 	// runFirst says the primary is claimed and waits for a goroutine: the
 	// first step takes it without c.mu, which the fast path then takes
 	// only to record the answer.
@@ -166,17 +169,22 @@ func (c *call[T]) step() {
 	}
 }
 
-// unlock releases c.mu and starts a step that is due at once.
+// unlock releases c.mu, starts a step that is due at once, and lets Do
+// go once the call is decided: after releasing c.mu, which Do takes next.
 func (c *call[T]) unlock() {
-	kick := c.kick
-	c.kick = false
+	kick, letGo := c.kick, c.letGo
+	c.kick, c.letGo = false, false
 	c.mu.Unlock()
+	if letGo {
+		c.gate.Done()
+	}
 	if kick {
 		go c.stepFn()
 	}
 }
 
-// wakeDo lets Do look again at what it waits for. Called with c.mu held.
+// wakeDo lets Do look again at what it waits for after the decision.
+// Called with c.mu held.
 func (c *call[T]) wakeDo() {
 	if c.waiting {
 		c.waiting = false

@@ -78,9 +78,9 @@ func (c *call[T]) early(v T, ok bool) drop[T] {
 }
 
 // finish marks the call decided, cancels every attempt but the winner,
-// hands the winner its own deadline and wakes Do. The timer stays armed
-// while Do waits for early discards, so that the Timeout still ends the
-// wait; Do stops it. Called with c.mu held.
+// hands the winner its own deadline and has unlock wake Do. The timer
+// stays armed while Do waits for early discards, so that the Timeout
+// still ends the wait; Do stops it. Called with c.mu held.
 func (c *call[T]) finish(winner *attemptCtx, cancel, cause error) {
 	c.decided = true
 	c.nextAt = never
@@ -106,7 +106,7 @@ func (c *call[T]) finish(winner *attemptCtx, cancel, cause error) {
 		winner.detach(c.timeout == never && c.clock == nil && !c.primary.deadline.IsZero())
 		c.won = winner
 	}
-	c.wakeDo()
+	c.letGo = true // unlock lets Do go
 }
 
 func (c *call[T]) drop(d drop[T]) {

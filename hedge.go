@@ -108,6 +108,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	_, c.counts = c.delay.(counter)
 	c.track = c.learns || p.Observer != nil
 	c.stepFn = c.step
+	c.gate.Add(1) // taken back by the decision
 	if v, ok := c.delay.(validator); ok {
 		var planned int
 		if !c.guard(0, func() { planned, err = v.validate(ctx, p.MaxAttempts) }) {
@@ -157,11 +158,12 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if ctx.Done() != nil {
 		unlink = context.AfterFunc(ctx, c.stepFn)
 	}
+	c.gate.Wait() // the decision
 	c.mu.Lock()
 	// A result or a panic waits for the values superseded before it to be
 	// discarded, unless ctx or the deadline ends the wait; a context error
 	// does not wait: it returns at once.
-	for !c.decided || (c.discarding > 0 && !c.abandoned && c.outcome != Canceled) {
+	for c.discarding > 0 && !c.abandoned && c.outcome != Canceled {
 		c.wait()
 	}
 	c.stopTimer()
