@@ -153,8 +153,15 @@ func (c *call[T]) step() {
 	var a *attemptCtx
 	if c.runFirst.Load() && c.runFirst.CompareAndSwap(true, false) {
 		// The primary runs, or, when the call ended before it could, run
-		// finds it cancelled and returns its grant.
+		// finds it cancelled and returns its grant. A caller that gave up
+		// before this step ends the call first, as every step does.
 		a = &c.primary
+		if c.parent().Err() != nil {
+			c.mu.Lock()
+			_, d := c.advance()
+			c.unlock()
+			c.drop(d)
+		}
 	} else {
 		c.mu.Lock()
 		k, d := c.advance()
@@ -348,7 +355,7 @@ func (c *call[T]) arm(now time.Duration) {
 	if at == never {
 		return
 	}
-	d := at - now
+	d := until(now, at)
 	switch {
 	case d <= 0:
 		c.kick = true // started by whoever unlocks, so it does not wait on c.mu

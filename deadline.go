@@ -60,7 +60,7 @@ func worthStarting(now, deadline, delay time.Duration) bool {
 	if deadline == never {
 		return true
 	}
-	left := deadline - now
+	left := until(now, deadline)
 	return left > 0 && left >= delay/2
 }
 
@@ -69,6 +69,20 @@ func worthStarting(now, deadline, delay time.Duration) bool {
 // start: 8 bytes each rather than a time.Time's 24 keep the call in a
 // smaller size class, and every comparison is a plain one.
 const never = time.Duration(math.MaxInt64)
+
+// until returns at - now, held at the ends of time.Duration's range
+// rather than wrapped around: a clock set far back, or a deadline far
+// behind, must not turn a wait into none or the reverse.
+func until(now, at time.Duration) time.Duration {
+	d := at - now
+	switch {
+	case at > now && d < 0:
+		return never
+	case at < now && d > 0:
+		return math.MinInt64
+	}
+	return d
+}
 
 // offset returns t as an offset from begin, or never for a zero t.
 func offset(t, begin time.Time) time.Duration {

@@ -1,6 +1,7 @@
 package hedge
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -50,6 +51,19 @@ func TestWorthStarting(t *testing.T) {
 	}
 	if !worthStarting(now, never, time.Hour) {
 		t.Error("worthStarting without a deadline = false, want true")
+	}
+}
+
+func TestUntilHoldsAtTheEnds(t *testing.T) {
+	for _, tt := range []struct{ now, at, want time.Duration }{
+		{time.Second, 3 * time.Second, 2 * time.Second},
+		{3 * time.Second, time.Second, -2 * time.Second},
+		{-2 * time.Second, never - time.Second, never},
+		{time.Second, math.MinInt64 + time.Second, math.MinInt64},
+	} {
+		if got := until(tt.now, tt.at); got != tt.want {
+			t.Errorf("until(%v, %v) = %v, want %v", tt.now, tt.at, got, tt.want)
+		}
 	}
 }
 
