@@ -52,10 +52,19 @@ func (c *call[T]) invoke(a *attemptCtx, r *result[T]) {
 // the call. The budget hears first, so that its answer to the next
 // attempt already counts this one, and so that a budget's state is
 // settled for the winner when Do returns.
-func (c *call[T]) record(a *attemptCtx, r *result[T]) (next *attemptCtx) {
+//
+// The attempt's goroutine decides the call from the bottom of these
+// frames, and its stack starts small: the path without a budget keeps
+// the budget's frame off it.
+func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 	if c.budget == nil {
 		return c.take(a, r)
 	}
+	return c.recordDone(a, r)
+}
+
+// recordDone is record with a budget to tell.
+func (c *call[T]) recordDone(a *attemptCtx, r *result[T]) (next *attemptCtx) {
 	o := r.o
 	if !r.returned {
 		o = Terminal
@@ -143,36 +152,52 @@ func (c *call[T]) cutOff() (drop[T], bool) {
 
 // answer takes attempt a's result into an undecided call, and returns the
 // number of the attempt it makes start at once (0: none) and the values
-// to discard. Called with c.mu held.
+// to discard. The rare outcomes have functions of their own, so that an
+// accepted answer's frames stay small. Called with c.mu held.
 func (c *call[T]) answer(a *attemptCtx, r *result[T]) (k int, d, own drop[T]) {
 	switch {
 	case !r.returned:
-		c.panicked, c.goexit = r.panic, r.panic == nil
-		c.winner, c.outcome = -1, Terminal
-		d = c.dropKept()
-		own = c.early(r.v, r.produced && r.err == nil) // the classifier failed on it
-		c.finish(nil, context.Canceled, context.Canceled)
+		d, own = c.broke(r)
 	case r.o == Retryable || r.o == Failed:
-		if a == c.last {
-			c.nextAt = never // a's own hedge is moot: it has answered
-		}
-		d = c.dropKept()
-		if c.kept == nil {
-			c.kept = new(kept[T])
-		}
-		*c.kept = kept[T]{a, r.v, r.err, r.o}
-		if r.o == Retryable {
-			c.retryDue++ // the next attempt starts now
-			k = c.due(c.clockNow())
-		}
-		if k == 0 {
-			c.runOut()
-		}
+		k, d = c.keep(a, r)
 	default:
 		d = c.dropKept()
 		c.settle(a, r.v, r.err, r.o)
 	}
 	return k, d, own
+}
+
+// broke ends the call with the panic or runtime.Goexit of fn or the
+// classifier. Called with c.mu held.
+func (c *call[T]) broke(r *result[T]) (d, own drop[T]) {
+	c.panicked, c.goexit = r.panic, r.panic == nil
+	c.winner, c.outcome = -1, Terminal
+	d = c.dropKept()
+	own = c.early(r.v, r.produced && r.err == nil) // the classifier failed on it
+	c.finish(nil, context.Canceled, context.Canceled)
+	return d, own
+}
+
+// keep keeps a retryable or failed result in case nothing better comes,
+// and returns the attempt a retryable one makes start at once (0: none)
+// and the result it replaces. Called with c.mu held.
+func (c *call[T]) keep(a *attemptCtx, r *result[T]) (k int, d drop[T]) {
+	if a == c.last {
+		c.nextAt = never // a's own hedge is moot: it has answered
+	}
+	d = c.dropKept()
+	if c.kept == nil {
+		c.kept = new(kept[T])
+	}
+	*c.kept = kept[T]{a, r.v, r.err, r.o}
+	if r.o == Retryable {
+		c.retryDue++ // the next attempt starts now
+		k = c.due(c.clockNow())
+	}
+	if k == 0 {
+		c.runOut()
+	}
+	return k, d
 }
 
 // runOut ends the call with the kept result (Retryable or Failed) when
