@@ -66,7 +66,8 @@ func (b *countBudget) Done(_ context.Context, k int, _ Outcome) {
 	}
 }
 
-// the primary is claimed (Allow(0)) but never run, and never gets Done.
+// A primary claimed (Allow(0)) whose caller gives up before it runs is
+// never run, and still gets Done(0).
 func TestPrimaryCutOffBeforeItRunsIsDone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &countBudget{}
@@ -81,7 +82,9 @@ func TestPrimaryCutOffBeforeItRunsIsDone(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		t.Logf("err=%v ran=%v allow0=%d done0=%d", err, ran.Load(), b.allow0, b.done0)
+		if ran.Load() || !errors.Is(err, context.Canceled) {
+			t.Errorf("Do = %v with fn run: %v; want context.Canceled, fn not run", err, ran.Load())
+		}
 		if b.allow0 != b.done0 {
 			t.Fatalf("Allow(0)=%d but Done(0)=%d", b.allow0, b.done0)
 		}
