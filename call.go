@@ -230,6 +230,9 @@ func (c *call[T]) advance() (int, drop[T]) {
 	k := c.due(now)
 	if k == 0 {
 		c.arm(now) // an early or stale timer: keep the real one
+		// A retry owed while a claim was under way may find that nothing
+		// more may start: the kept result is then the answer.
+		c.runOut()
 	}
 	return k, drop[T]{}
 }

@@ -265,3 +265,44 @@ func TestTimerArmedByThePrimaryRacesNothing(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// slowGrant grants every attempt, a hedge's only after 5ms.
+type slowGrant struct{}
+
+func (slowGrant) Allow(ctx context.Context, k int) bool {
+	if k > 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
+func (slowGrant) Done(context.Context, int, Outcome) {}
+
+// The primary ends retryable while the timed hedge's grant is pending, so
+// its retry is owed while nothing may start; the hedge then ends Failed.
+// Nothing is in flight and nothing more may start: the step the claim
+// kicked must return the kept result, not leave Do waiting for ever.
+func TestOwedRetryPastTheLastAttemptEndsTheCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := Policy[int]{
+			Delay: Fixed(time.Millisecond), MaxAttempts: 2, Budget: slowGrant{},
+			Classify: func(v int, err error) Outcome {
+				if err == nil && v == 1 {
+					return Failed
+				}
+				return Classify(v, err)
+			},
+		}
+		start := time.Now()
+		v, err := Do(context.Background(), p, func(ctx context.Context) (int, error) {
+			if Attempt(ctx) == 0 {
+				time.Sleep(2 * time.Millisecond)
+				return 0, errors.New("retry")
+			}
+			return 1, nil
+		})
+		if v != 1 || err != nil || time.Since(start) != 6*time.Millisecond {
+			t.Errorf("Do = %d, %v at %v; want 1, nil at 6ms", v, err, time.Since(start))
+		}
+	})
+}
