@@ -22,15 +22,13 @@ import (
 // call through guard, whatever goroutine it ran on.
 type call[T any] struct {
 	mu sync.Mutex
-	// gate is how Do waits. It counts one from the start, which the
-	// decision takes back; after it, Do adds one and sets waiting while it
-	// waits for early discards, and whatever changes what it waits for (a
-	// discard done, an interrupted wait) takes that back. Do waits for the
-	// decision without c.mu. A WaitGroup takes 16 bytes where a sync.Cond
-	// takes 56, and like a Cond, unlike a Mutex, a synctest bubble counts
-	// a goroutine waiting on it as durably blocked.
-	gate    sync.WaitGroup
-	waiting bool
+	// wake is how Do waits, for the decision and then for early discards.
+	// A sync.Cond, not a smaller WaitGroup or Mutex: a synctest bubble
+	// counts a goroutine waiting on a Cond as durably blocked, which it
+	// does not for a Mutex, and a Cond may be signalled from a bubble that
+	// Do is not in (a caller's context cancelled there), which a
+	// WaitGroup that Do added to may not.
+	wake sync.Cond
 
 	// Set by Do before the primary starts; read-only after. The caller's
 	// context is primary.parent.
@@ -50,6 +48,7 @@ type call[T any] struct {
 	learns  bool // delay is a Learner
 	counts  bool // delay counts the attempts it causes (counter)
 	track   bool // a Learner or an Observer hears how long the primary ran
+	learn   bool // the Learner hears how long the primary ran (see primaryRan)
 
 	// Scheduling: the attempts, and when the next one is due.
 	timer     *time.Timer
@@ -64,19 +63,22 @@ type call[T any] struct {
 	claiming  bool          // a goroutine asks the hooks for attempt started, outside mu
 	kick      bool          // a step is due now; start it after unlocking
 	letGo     bool          // the call was just decided: let Do go after unlocking
+	hasSeen   bool          // seen holds this turn's clock reading
 	// runFirst says the primary is claimed and waits for a goroutine: the
 	// first step takes it without c.mu, which the fast path then takes
 	// only to record the answer.
 	runFirst atomic.Bool
+
+	decided     bool
+	abandoned   bool // the caller's context or the deadline ended the wait for early discards
+	goexit      bool
+	primaryDone bool // the primary answered before the decision
 
 	// The last retryable result, returned if nothing better comes; made on
 	// the first one, which a call that answers at once never has.
 	kept *kept[T]
 
 	// The decision.
-	decided    bool
-	abandoned  bool // the caller's context or the deadline ended the wait for early discards
-	goexit     bool
 	outcome    Outcome
 	discarding int32 // early drops not yet through Discard; Do waits for them
 	winner     int32
@@ -88,18 +90,15 @@ type call[T any] struct {
 	panicked   *PanicError
 
 	// What the learner and the observer hear: how long the primary ran,
-	// and whether it answered (false: it was still running at the
-	// decision). learn: the Learner hears it (an accepted answer, or a
-	// lower bound).
-	primaryRan  time.Duration
-	elapsed     time.Duration // from the start to the decision, when tracked
-	primaryDone bool
-	learn       bool
+	// or a lower bound if it had not answered (primaryDone) by the
+	// decision, which the Learner hears (learn) if it answered accepted or
+	// not at all.
+	primaryRan time.Duration
+	elapsed    time.Duration // from the start to the decision, when tracked
 	// seen is a clock reading taken under mu by the goroutine that holds
 	// it, for the rest of its turn to use, if hasSeen. An observed call
 	// reads the clock once per answer, not once per use.
-	hasSeen bool
-	seen    time.Duration
+	seen time.Duration
 }
 
 // kept is the last retryable (or failed) result of a call: its attempt,
@@ -176,14 +175,14 @@ func (c *call[T]) step() {
 	}
 }
 
-// unlock releases c.mu, starts a step that is due at once, and lets Do
-// go once the call is decided: after releasing c.mu, which Do takes next.
+// unlock releases c.mu, starts a step that is due at once, and wakes Do
+// once the call is decided: after releasing c.mu, which Do takes next.
 func (c *call[T]) unlock() {
 	kick, letGo := c.kick, c.letGo
 	c.kick, c.letGo = false, false
 	c.mu.Unlock()
 	if letGo {
-		c.gate.Done()
+		c.wake.Signal() // Do waits in Cond.Wait, queued before it let go of c.mu
 	}
 	if kick {
 		go c.stepFn()
@@ -192,22 +191,7 @@ func (c *call[T]) unlock() {
 
 // wakeDo lets Do look again at what it waits for after the decision.
 // Called with c.mu held.
-func (c *call[T]) wakeDo() {
-	if c.waiting {
-		c.waiting = false
-		c.gate.Done()
-	}
-}
-
-// wait blocks Do until wakeDo. Called with c.mu held; holds it again on
-// return.
-func (c *call[T]) wait() {
-	c.waiting = true
-	c.gate.Add(1)
-	c.mu.Unlock()
-	c.gate.Wait()
-	c.mu.Lock()
-}
+func (c *call[T]) wakeDo() { c.wake.Signal() }
 
 // advance decides on the caller's context and the deadline, and returns
 // the number of an extra attempt that is due and that this goroutine now

@@ -108,7 +108,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	_, c.counts = c.delay.(counter)
 	c.track = c.learns || p.Observer != nil
 	c.stepFn = c.step
-	c.gate.Add(1) // taken back by the decision
+	c.wake.L = &c.mu
 	if v, ok := c.delay.(validator); ok {
 		var planned int
 		if !c.guard(0, func() { planned, err = v.validate(ctx, p.MaxAttempts) }) {
@@ -158,13 +158,12 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if ctx.Done() != nil {
 		unlink = context.AfterFunc(ctx, c.stepFn)
 	}
-	c.gate.Wait() // the decision
 	c.mu.Lock()
 	// A result or a panic waits for the values superseded before it to be
 	// discarded, unless ctx or the deadline ends the wait; a context error
 	// does not wait: it returns at once.
-	for c.discarding > 0 && !c.abandoned && c.outcome != Canceled {
-		c.wait()
+	for !c.decided || (c.discarding > 0 && !c.abandoned && c.outcome != Canceled) {
+		c.wake.Wait()
 	}
 	c.stopTimer()
 	v, err, pe, goexit := c.val, c.err, c.panicked, c.goexit

@@ -306,3 +306,26 @@ func TestOwedRetryPastTheLastAttemptEndsTheCall(t *testing.T) {
 		}
 	})
 }
+
+// A call outside any synctest bubble whose context is cancelled from
+// inside one: the step that ends the call runs in the bubble, and waking
+// Do from there must work (a WaitGroup that Do added to outside would
+// stop the program).
+func TestCallerCancelledFromABubble(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		_, err := Do(ctx, Policy[int]{MaxAttempts: 1}, func(ctx context.Context) (int, error) {
+			close(started)
+			<-ctx.Done()
+			return 0, ctx.Err()
+		})
+		done <- err
+	}()
+	<-started
+	synctest.Test(t, func(t *testing.T) { cancel() })
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do = %v, want context.Canceled", err)
+	}
+}
