@@ -252,6 +252,9 @@ func (c *call[T]) due(now time.Duration) int {
 		}
 	}
 	c.claiming = true
+	// The hooks the claimer asks may be slow: the Timeout must not wait
+	// for them. arm, while claiming, arms for the Timeout alone.
+	c.arm(now)
 	return int(c.started)
 }
 

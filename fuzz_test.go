@@ -192,16 +192,19 @@ type answer struct {
 	kind    kind
 }
 
-// run plays tl through Do in a synctest bubble.
-func run(t *testing.T, tl timeline) verdict {
+// run plays tl through Do in a synctest bubble, with a budget that takes
+// grant to answer for an extra attempt. It also returns the attempts whose
+// fn returned a value with a nil error.
+func run(t *testing.T, tl timeline, grant time.Duration) (verdict, []int) {
 	var got verdict
+	var produced []int
 	synctest.Test(t, func(t *testing.T) {
 		var (
 			mu       sync.Mutex
 			t0       = time.Now()
 			starts   []time.Duration
 			discards []int
-			permits  = &ledger{grants: hedge.MaxAttemptsLimit}
+			permits  = &ledger{grants: hedge.MaxAttemptsLimit, wait: grant}
 		)
 		p := hedge.Policy[answer]{
 			Delay: hedge.Fixed(tl.delay), MaxAttempts: tl.max, Timeout: tl.timeout, Budget: permits,
@@ -238,6 +241,9 @@ func run(t *testing.T, tl timeline) verdict {
 			case panics:
 				panic(k)
 			}
+			mu.Lock()
+			produced = append(produced, k)
+			mu.Unlock()
 			return a, nil
 		}
 		func() {
@@ -270,6 +276,7 @@ func run(t *testing.T, tl timeline) verdict {
 		mu.Lock()
 		defer mu.Unlock()
 		got.Starts = starts
+		slices.Sort(produced)
 		slices.Sort(discards)
 		got.Discards = discards
 		permits.mu.Lock()
@@ -277,11 +284,14 @@ func run(t *testing.T, tl timeline) verdict {
 		if permits.inflight != 0 {
 			t.Errorf("%d budget permits outlive the call", permits.inflight)
 		}
-		if dones := countPrefix(permits.log, "done "); dones != len(starts) {
-			t.Errorf("budget heard Done %d times for %d attempts", dones, len(starts))
+		// Every grant hears Done once: a started attempt's, or a granted
+		// one's that the decision overtook (Done with Canceled).
+		grants := countPrefix(permits.log, "call") + countPrefix(permits.log, "allow ")
+		if dones := countPrefix(permits.log, "done "); dones != grants || grants < len(starts) {
+			t.Errorf("budget heard Done %d times for %d grants and %d attempts", dones, grants, len(starts))
 		}
 	})
-	return got
+	return got, produced
 }
 
 func countPrefix(log []string, prefix string) int {
@@ -315,9 +325,52 @@ func FuzzDo(f *testing.F) {
 		if !ok {
 			t.Skip("two events at one instant: the order is open")
 		}
-		got := run(t, tl)
+		got, _ := run(t, tl, 0)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("timeline %+v (-model +Do)\n%s", tl, diff)
+		}
+	})
+}
+
+// FuzzDoSlowHooks plays timelines through Do with a budget that takes a
+// while to grant each extra attempt, so that attempts answer while a
+// claim is open: the window where a result owed a retry once hung Do. The
+// model does not time claims, so the check is the rules that hold
+// whatever the timing: Do returns, by the Timeout if there is one; every
+// value fn returned with a nil error is returned or discarded, exactly
+// once; and the budget hears Done once for every grant (run checks it).
+func FuzzDoSlowHooks(f *testing.F) {
+	for _, seed := range [][]byte{
+		{49, 1, 1, 0, 40, 1, 0, 9}, // the primary ends retryable while the hedge's grant is open; the hedge fails at once
+		{40, 1, 3, 2, 20, 1, 10, 9, 5, 0},
+		{90, 0, 4, 3, 30, 1, 20, 1, 10, 1, 5, 1},
+		{20, 2, 2, 0, 250, 0, 50, 0},
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) == 0 {
+			return
+		}
+		grant := time.Duration(1+int(data[0])%100) * ms
+		tl := decodeTimeline(data[1:])
+		for k := range tl.steps {
+			tl.steps[k].after -= ms // answers at the instant they start, too
+		}
+		got, produced := run(t, tl, grant)
+		if tl.timeout > 0 && got.At > tl.timeout {
+			t.Errorf("timeline %+v, grants after %v: Do returned at %v, after its Timeout", tl, grant, got.At)
+		}
+		want := produced
+		if got.Err == "" {
+			want = slices.DeleteFunc(slices.Clone(produced), func(k int) bool { return k == got.Winner })
+			if len(want) == len(produced) {
+				t.Errorf("timeline %+v, grants after %v: Do returned attempt %d's value, which fn never returned", tl, grant, got.Winner)
+			}
+		}
+		if !slices.Equal(got.Discards, want) {
+			t.Errorf("timeline %+v, grants after %v: discarded %v, want %v (produced %v, winner %d, err %q)",
+				tl, grant, got.Discards, want, produced, got.Winner, got.Err)
 		}
 	})
 }

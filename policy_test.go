@@ -68,9 +68,13 @@ type ledger struct {
 	grants   int
 	inflight int // extra attempts granted and not yet done
 	log      []string
+	wait     time.Duration // how long Allow takes to answer for an extra attempt
 }
 
 func (l *ledger) Allow(_ context.Context, k int) bool {
+	if k > 0 && l.wait > 0 {
+		time.Sleep(l.wait) // a remote budget: the claim stays open meanwhile
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if k == 0 {

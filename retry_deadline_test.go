@@ -2,6 +2,7 @@ package hedge_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -58,5 +59,24 @@ func TestRetryAfterTheDeadlineIsSkipped(t *testing.T) {
 		if s := stats.Snapshot(); s.Attempts != 1 {
 			t.Errorf("%d attempts, want 1", s.Attempts)
 		}
+	})
+}
+
+// A hedge due at once whose budget takes a second to grant it: the claim
+// is open while the Timeout passes, and Do returns at the Timeout, not
+// when the grant comes or the primary gives up.
+func TestTimeoutDoesNotWaitForASlowGrant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		permits := &ledger{grants: 1, wait: time.Second}
+		p := hedge.Policy[int]{Delay: hedge.Fixed(0), MaxAttempts: 2, Timeout: 50 * time.Millisecond, Budget: permits}
+		start := time.Now()
+		_, err := hedge.Do(context.Background(), p, func(ctx context.Context) (int, error) {
+			time.Sleep(10 * time.Second) // ignores ctx
+			return 1, nil
+		})
+		if at := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || at != 50*time.Millisecond {
+			t.Errorf("Do = %v at %v; want context.DeadlineExceeded at 50ms", err, at)
+		}
+		time.Sleep(20 * time.Second)
 	})
 }
