@@ -192,10 +192,14 @@ type answer struct {
 	kind    kind
 }
 
-// run plays tl through Do in a synctest bubble, with a budget that takes
-// grant to answer for an extra attempt. It also returns the attempts whose
-// fn returned a value with a nil error.
-func run(t *testing.T, tl timeline, grant time.Duration) (verdict, []int) {
+// slowHooks is how long the policy's hooks take to answer for an extra
+// attempt: the budget's Allow, and the delay's Next after the primary.
+type slowHooks struct{ grant, next time.Duration }
+
+// run plays tl through Do in a synctest bubble, with hooks that take as
+// long as slow says. It also returns the attempts whose fn returned a
+// value with a nil error.
+func run(t *testing.T, tl timeline, slow slowHooks) (verdict, []int) {
 	var got verdict
 	var produced []int
 	synctest.Test(t, func(t *testing.T) {
@@ -204,10 +208,19 @@ func run(t *testing.T, tl timeline, grant time.Duration) (verdict, []int) {
 			t0       = time.Now()
 			starts   []time.Duration
 			discards []int
-			permits  = &ledger{grants: hedge.MaxAttemptsLimit, wait: grant}
+			permits  = &ledger{grants: hedge.MaxAttemptsLimit, wait: slow.grant}
 		)
+		var delay hedge.Delay = hedge.Fixed(tl.delay)
+		if slow.next > 0 {
+			delay = hedge.DelayFunc(func(_ context.Context, k int) time.Duration {
+				if k > 0 {
+					time.Sleep(slow.next)
+				}
+				return tl.delay
+			})
+		}
 		p := hedge.Policy[answer]{
-			Delay: hedge.Fixed(tl.delay), MaxAttempts: tl.max, Timeout: tl.timeout, Budget: permits,
+			Delay: delay, MaxAttempts: tl.max, Timeout: tl.timeout, Budget: permits,
 			Classify: func(a answer, err error) hedge.Outcome {
 				if err == nil && a.kind == retryable {
 					return hedge.Retryable
@@ -325,7 +338,7 @@ func FuzzDo(f *testing.F) {
 		if !ok {
 			t.Skip("two events at one instant: the order is open")
 		}
-		got, _ := run(t, tl, 0)
+		got, _ := run(t, tl, slowHooks{})
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("timeline %+v (-model +Do)\n%s", tl, diff)
 		}
@@ -333,8 +346,9 @@ func FuzzDo(f *testing.F) {
 }
 
 // FuzzDoSlowHooks plays timelines through Do with a budget that takes a
-// while to grant each extra attempt, so that attempts answer while a
-// claim is open: the window where a result owed a retry once hung Do. The
+// while to grant each extra attempt, and at times a delay as slow to say
+// when the next one is due, so that attempts answer while a claim is
+// open: the window where a result owed a retry once hung Do. The
 // model does not time claims, so the check is the rules that hold
 // whatever the timing: Do returns, by the Timeout if there is one; every
 // value fn returned with a nil error is returned or discarded, exactly
@@ -352,25 +366,28 @@ func FuzzDoSlowHooks(f *testing.F) {
 		if len(data) == 0 {
 			return
 		}
-		grant := time.Duration(1+int(data[0])%100) * ms
+		slow := slowHooks{grant: time.Duration(1+int(data[0])%100) * ms}
+		if data[0]&0x80 != 0 {
+			slow.next = slow.grant
+		}
 		tl := decodeTimeline(data[1:])
 		for k := range tl.steps {
 			tl.steps[k].after -= ms // answers at the instant they start, too
 		}
-		got, produced := run(t, tl, grant)
+		got, produced := run(t, tl, slow)
 		if tl.timeout > 0 && got.At > tl.timeout {
-			t.Errorf("timeline %+v, grants after %v: Do returned at %v, after its Timeout", tl, grant, got.At)
+			t.Errorf("timeline %+v, hooks %+v: Do returned at %v, after its Timeout", tl, slow, got.At)
 		}
 		want := produced
 		if got.Err == "" {
 			want = slices.DeleteFunc(slices.Clone(produced), func(k int) bool { return k == got.Winner })
 			if len(want) == len(produced) {
-				t.Errorf("timeline %+v, grants after %v: Do returned attempt %d's value, which fn never returned", tl, grant, got.Winner)
+				t.Errorf("timeline %+v, hooks %+v: Do returned attempt %d's value, which fn never returned", tl, slow, got.Winner)
 			}
 		}
 		if !slices.Equal(got.Discards, want) {
-			t.Errorf("timeline %+v, grants after %v: discarded %v, want %v (produced %v, winner %d, err %q)",
-				tl, grant, got.Discards, want, produced, got.Winner, got.Err)
+			t.Errorf("timeline %+v, hooks %+v: discarded %v, want %v (produced %v, winner %d, err %q)",
+				tl, slow, got.Discards, want, produced, got.Winner, got.Err)
 		}
 	})
 }
