@@ -192,9 +192,13 @@ type answer struct {
 	kind    kind
 }
 
-// slowHooks is how long the policy's hooks take to answer for an extra
-// attempt: the budget's Allow, and the delay's Next after the primary.
-type slowHooks struct{ grant, next time.Duration }
+// slowHooks is how long the policy's hooks take to answer: the budget's
+// Allow for an extra attempt, the delay's Next after the primary, and
+// whether the budget's Done takes as long as Allow.
+type slowHooks struct {
+	grant, next time.Duration
+	done        bool
+}
 
 // run plays tl through Do in a synctest bubble, with hooks that take as
 // long as slow says. It also returns the attempts whose fn returned a
@@ -208,7 +212,7 @@ func run(t *testing.T, tl timeline, slow slowHooks) (verdict, []int) {
 			t0       = time.Now()
 			starts   []time.Duration
 			discards []int
-			permits  = &ledger{grants: hedge.MaxAttemptsLimit, wait: slow.grant}
+			permits  = &ledger{grants: hedge.MaxAttemptsLimit, wait: slow.grant, slowDone: slow.done}
 		)
 		var delay hedge.Delay = hedge.Fixed(tl.delay)
 		if slow.next > 0 {
@@ -347,8 +351,8 @@ func FuzzDo(f *testing.F) {
 
 // FuzzDoSlowHooks plays timelines through Do with a budget that takes a
 // while to grant each extra attempt, and at times a delay as slow to say
-// when the next one is due, so that attempts answer while a claim is
-// open: the window where a result owed a retry once hung Do. The
+// when the next one is due or a budget as slow to hear how an attempt
+// ended, so that attempts answer while a claim is open: the window where a result owed a retry once hung Do. The
 // model does not time claims, so the check is the rules that hold
 // whatever the timing: Do returns, by the Timeout if there is one; every
 // value fn returned with a nil error is returned or discarded, exactly
@@ -370,6 +374,7 @@ func FuzzDoSlowHooks(f *testing.F) {
 		if data[0]&0x80 != 0 {
 			slow.next = slow.grant
 		}
+		slow.done = data[0]&0x40 != 0
 		tl := decodeTimeline(data[1:])
 		for k := range tl.steps {
 			tl.steps[k].after -= ms // answers at the instant they start, too

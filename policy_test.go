@@ -69,6 +69,7 @@ type ledger struct {
 	inflight int // extra attempts granted and not yet done
 	log      []string
 	wait     time.Duration // how long Allow takes to answer for an extra attempt
+	slowDone bool          // Done takes as long, for every attempt
 }
 
 func (l *ledger) Allow(_ context.Context, k int) bool {
@@ -92,6 +93,9 @@ func (l *ledger) Allow(_ context.Context, k int) bool {
 }
 
 func (l *ledger) Done(_ context.Context, k int, o hedge.Outcome) {
+	if l.slowDone {
+		time.Sleep(l.wait)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if k > 0 {
