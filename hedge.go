@@ -136,14 +136,18 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	// The primary's hooks run here, on the caller's goroutine, before any
 	// other goroutine of the call exists.
 	d := time.Duration(-1)
-	if c.max > 1 || c.counts {
-		c.guard(0, func() { d = c.starting(0) })
-	}
-	if !c.decided && c.budget != nil {
-		c.guard(0, func() { c.budget.Allow(ctx, 0) }) // the primary always runs; a ratio budget counts the call
-	}
-	if c.decided {
-		panic(c.panicked) // a hook panicked; a Goexit does not return here
+	if c.max > 1 || c.counts || c.budget != nil {
+		ok := c.guard(0, func() {
+			if c.max > 1 || c.counts {
+				d = c.starting(0)
+			}
+			if c.budget != nil {
+				c.budget.Allow(ctx, 0) // the primary always runs; a ratio budget counts the call
+			}
+		})
+		if !ok {
+			panic(c.panicked) // a hook panicked; a Goexit does not return here
+		}
 	}
 	// start arms the timer, whose step may run at once: from here on c is
 	// shared, and unlock starts the first hedge if it is due already.
