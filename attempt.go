@@ -69,8 +69,11 @@ func (c *call[T]) recordDone(a *attemptCtx, r *result[T]) (next *attemptCtx) {
 	if !r.returned {
 		o = Terminal
 	}
-	if a.canceled() {
+	if err := a.canceledWith(); err != nil {
 		o = Canceled
+		if err == context.DeadlineExceeded {
+			o = TimedOut // the Timeout's or ctx's deadline, not a lost race
+		}
 	}
 	// Deferred so that the result is taken even when Done calls
 	// runtime.Goexit; guard has then ended the call, and take finds it

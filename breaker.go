@@ -108,9 +108,11 @@ type BreakerConfig struct {
 // primaries are what it measures, per key of Key:
 //
 //   - Closed, it grants every hedge and keeps the outcomes of the key's
-//     last Samples primaries. Accept is a success; Retryable and Terminal
-//     (a panic included) are failures; Canceled says nothing of the
-//     upstream and is not counted. When all of them lie within Window and
+//     last Samples primaries. Accept is a success; Retryable, Failed,
+//     Terminal (a panic included) and TimedOut (a primary that the
+//     call's deadline cut off: a hung upstream) are failures; Canceled (a
+//     primary that lost the race, or whose caller gave up) says nothing
+//     of the upstream and is not counted. When all of them lie within Window and
 //     at least Threshold failed, it opens. So once every primary fails, it
 //     opens within Samples of them (if they come within a Window), and
 //     after ⌈Threshold × Samples⌉ of them if the ring held recent
@@ -119,8 +121,9 @@ type BreakerConfig struct {
 //   - Half-open, it grants up to Trials trial hedges. A trial that is
 //     accepted counts toward closing; when Trials have been accepted, it
 //     closes and starts a fresh count. A trial that fails opens it again
-//     for another Cooldown. A trial that was cancelled (it lost the race,
-//     or never started: see Releaser) gives its slot back.
+//     for another Cooldown, as does one the deadline cut off. A trial
+//     that was cancelled (it lost the race, or never started: see
+//     Releaser) gives its slot back.
 //
 // Hedges' outcomes do not count while it is closed, for three reasons.
 // Hedges are sent only for calls whose primary was slow or failed, so

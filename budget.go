@@ -13,7 +13,9 @@ import "context"
 // there. Do calls Done(k, o) exactly once for every attempt that started,
 // the primary included, as soon as that attempt's function returns: o is
 // the attempt's Outcome; Terminal if it panicked or called runtime.Goexit;
-// Canceled when Do had cancelled the attempt before it answered. So a
+// TimedOut when the call's deadline had cut the attempt off before it
+// answered, and Canceled when Do had cancelled it otherwise (it lost the
+// race, or the caller gave up). So a
 // ratio budget can deposit on Allow(0) and withdraw on Allow(k ≥ 1), a
 // token bucket can drain on Retryable and refill on Accept, and a
 // concurrency cap can hold a permit from a granted Allow to its Done.

@@ -17,9 +17,9 @@ const (
 	// Terminal is treated as Terminal.
 	Terminal
 	// Canceled is what Do reports to a Budget for an attempt it cancelled
-	// before the attempt answered: a loser, or an attempt cut off by the
-	// deadline or by the caller. Classifiers do not return it; if one does,
-	// Do treats it as Terminal.
+	// before the attempt answered: a loser, or an attempt cut off because
+	// the caller gave up or another attempt ended the call. Classifiers do
+	// not return it; if one does, Do treats it as Terminal.
 	Canceled
 	// Failed is a failure that starts nothing at once: the other attempts
 	// run on and the hedges already scheduled still come, but unlike
@@ -28,6 +28,12 @@ const (
 	// returns it when a retry loop with backoff runs around Do, so that a
 	// failure is retried once, by the loop, not twice.
 	Failed
+	// TimedOut is what Do reports to a Budget for an attempt that the
+	// call's deadline (the Timeout's or ctx's) cut off before it answered.
+	// Unlike a loser's Canceled, it says something of the upstream: a
+	// primary that never answered in time is a failure to a Breaker.
+	// Classifiers do not return it; if one does, Do treats it as Terminal.
+	TimedOut
 )
 
 // String returns the outcome's name.
@@ -43,6 +49,8 @@ func (o Outcome) String() string {
 		return "Canceled"
 	case Failed:
 		return "Failed"
+	case TimedOut:
+		return "TimedOut"
 	}
 	return "Outcome(?)"
 }
