@@ -163,10 +163,13 @@ func (p *Planner) Curve(h int) []Plan {
 // Learn records how long a primary ran, and replans every Window/2
 // samples.
 func (p *Planner) Learn(_ context.Context, primary time.Duration, complete bool) {
-	s := p.load()
-	if s.err != nil {
-		return
+	if s := p.load(); s.err == nil {
+		s.learn(primary, complete)
 	}
+}
+
+// learn records a sample, and replans every Window/2 samples.
+func (s *plannerState) learn(primary time.Duration, complete bool) {
 	i := s.n.Add(1) - 1
 	gen, fresh := generation(i, s.window)
 	if fresh {

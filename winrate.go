@@ -258,16 +258,22 @@ func (b *WinRateBudget) Credit(ctx context.Context) float64 {
 // allow grants a hedge of c: for nothing while c's hedges win often
 // enough, otherwise for one hedge of credit, if a whole one is left.
 func (r *winRule) allow(c *winCredit) bool {
+	ok, _ := r.take(c)
+	return ok
+}
+
+// take is allow that also says whether the grant took a hedge of credit.
+func (r *winRule) take(c *winCredit) (ok, took bool) {
 	if r.winning(c) {
-		return true
+		return true, false
 	}
 	for {
 		v := c.v.Load()
 		if v < milli {
-			return false
+			return false, false
 		}
 		if c.v.CompareAndSwap(v, v-milli) {
-			return true
+			return true, true
 		}
 	}
 }
@@ -322,8 +328,13 @@ func (r *winRule) add(c *winCredit, d int64) {
 	}
 }
 
-func (r *winRule) newCredit() *winCredit {
-	c := &winCredit{ring: make([]atomic.Uint64, (r.samples+63)/64)}
-	c.v.Store(r.burst)
+func (r *winRule) newCredit(string) *winCredit {
+	c := &winCredit{}
+	r.initCredit(c)
 	return c
+}
+
+func (r *winRule) initCredit(c *winCredit) {
+	c.ring = make([]atomic.Uint64, (r.samples+63)/64)
+	c.v.Store(r.burst)
 }

@@ -1,0 +1,128 @@
+package hedge
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// adaptiveKey is the state of one key of an Adaptive: its plan, its
+// bound, its win rate and its breaker, all reached with one lookup. Its
+// methods are the Adaptive's hooks for a call of that key; Do calls them
+// directly once it has looked the key up.
+type adaptiveKey struct {
+	s    *adaptiveState
+	key  string
+	plan *plannerState
+	// bound is what extra attempts may still take, in thousandths of an
+	// attempt: every call adds Load, every extra attempt takes one whole
+	// attempt or is refused, and it holds at most boundCalls calls' worth.
+	bound   atomic.Int64
+	win     winCredit
+	circuit circuit
+}
+
+// boundCalls is how many calls' worth of Load a key may save up: over any
+// n consecutive calls of a key, its extra attempts stay within Load × (n
+// + boundCalls). A burst of slow calls gets its hedges; over 1,000 calls
+// the bound is 1.1 × Load.
+const boundCalls = 100
+
+func (s *adaptiveState) newKey(key string) *adaptiveKey {
+	k := &adaptiveKey{s: s, key: key}
+	// The settings are valid: newState checked Load.
+	k.plan = (&Planner{Load: s.load, MaxHedges: adaptiveMaxHedges, Window: adaptiveSamples}).newState()
+	k.bound.Store(s.boundMax)
+	s.win.initCredit(&k.win)
+	s.breaker.initCircuit(&k.circuit)
+	return k
+}
+
+// Next returns the plan's delay for the first Hedges attempts, and -1
+// after them, or while the breaker is open.
+func (k *adaptiveKey) Next(_ context.Context, n int) time.Duration {
+	plan := k.plan.plan.Load()
+	if n >= plan.Hedges || k.open() {
+		return -1
+	}
+	return plan.Delay
+}
+
+// open reports whether the breaker is open and its cooldown not over: no
+// hedge would be granted, so none is scheduled.
+func (k *adaptiveKey) open() bool {
+	return BreakerState(k.circuit.phase.Load()) == BreakerOpen && k.s.breaker.since() < k.circuit.reopen.Load()
+}
+
+// Learn records how long a primary ran, and replans every Window/2
+// samples.
+func (k *adaptiveKey) Learn(_ context.Context, primary time.Duration, complete bool) {
+	k.plan.learn(primary, complete)
+}
+
+// Allow counts the call for its primary (n < 1): Load of an attempt for
+// the bound, Probe of a hedge for the win rate. Extra attempt n (n ≥ 1)
+// must pass the breaker, the win rate and the bound, in that order, the
+// cheapest first; a grant that a later one refuses is given back.
+func (k *adaptiveKey) Allow(_ context.Context, n int) bool {
+	if primary(n) {
+		k.save(k.s.loadMilli)
+		k.s.win.add(&k.win, k.s.win.probe)
+		return true
+	}
+	if !k.s.breaker.allow(&k.circuit) {
+		return false
+	}
+	ok, took := k.s.win.take(&k.win)
+	if ok && k.spend() {
+		return true
+	}
+	if took {
+		k.s.win.add(&k.win, milli)
+	}
+	k.s.breaker.release(&k.circuit, k.key)
+	return false
+}
+
+// Done tells the breaker how attempt n ended, and the win rate how a
+// hedge did.
+func (k *adaptiveKey) Done(_ context.Context, n int, o Outcome) {
+	k.s.breaker.done(&k.circuit, k.key, n, o)
+	if !primary(n) {
+		k.s.win.done(&k.win, o)
+	}
+}
+
+// Release gives back what a granted Allow(n), n ≥ 1, took.
+func (k *adaptiveKey) Release(_ context.Context, n int) {
+	if primary(n) {
+		return
+	}
+	k.save(milli)
+	k.s.win.add(&k.win, milli)
+	k.s.breaker.release(&k.circuit, k.key)
+}
+
+// spend takes one attempt from the bound, if a whole one is left.
+func (k *adaptiveKey) spend() bool {
+	for {
+		v := k.bound.Load()
+		if v < milli {
+			return false
+		}
+		if k.bound.CompareAndSwap(v, v-milli) {
+			return true
+		}
+	}
+}
+
+// save adds d thousandths of an attempt to the bound, up to its most.
+func (k *adaptiveKey) save(d int64) {
+	for {
+		v := k.bound.Load()
+		n := min(v+d, k.s.boundMax)
+		if n <= v || k.bound.CompareAndSwap(v, n) {
+			return
+		}
+	}
+}

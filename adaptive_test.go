@@ -1,0 +1,284 @@
+package hedge_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/lab"
+)
+
+// Auto makes a Policy whose Delay and Budget are one fresh Adaptive, and
+// leaves every other field zero.
+func TestAuto(t *testing.T) {
+	p, q := hedge.Auto[int](), hedge.Auto[int]()
+	a, ok := p.Delay.(*hedge.Adaptive)
+	if !ok || p.Budget != hedge.Budget(a) {
+		t.Fatalf("Auto: Delay %T, Budget %T; want one *Adaptive in both", p.Delay, p.Budget)
+	}
+	if q.Delay == p.Delay {
+		t.Error("two Autos share an Adaptive")
+	}
+	p.Delay, p.Budget = nil, nil
+	if p.MaxAttempts != 0 || p.Timeout != 0 || p.Classify != nil || p.Discard != nil || p.Observer != nil || p.Clock != nil {
+		t.Errorf("Auto set more than Delay and Budget: %+v", p)
+	}
+}
+
+// Do reports an Adaptive's bad settings, whether it is the Policy's Delay
+// or only its Budget, as ErrInvalidPolicy without calling fn; so is a
+// MaxAttempts that would cut its plans.
+func TestAdaptiveBadSettings(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, tt := range []struct {
+		name string
+		a    func() *hedge.Adaptive
+		max  int
+		ok   bool
+	}{
+		{"zero", func() *hedge.Adaptive { return &hedge.Adaptive{} }, 0, true},
+		{"Load 2", func() *hedge.Adaptive { return &hedge.Adaptive{Load: 2} }, 0, true},
+		{"MaxAttempts 1", func() *hedge.Adaptive { return &hedge.Adaptive{} }, 1, true},
+		{"MaxAttempts 3", func() *hedge.Adaptive { return &hedge.Adaptive{} }, 3, true},
+		{"MaxAttempts 2 cuts a plan of two hedges", func() *hedge.Adaptive { return &hedge.Adaptive{} }, 2, false},
+		{"negative Load", func() *hedge.Adaptive { return &hedge.Adaptive{Load: -0.1} }, 0, false},
+		{"Load above 2", func() *hedge.Adaptive { return &hedge.Adaptive{Load: 2.001} }, 0, false},
+		{"NaN Load", func() *hedge.Adaptive { return &hedge.Adaptive{Load: nan} }, 0, false},
+		{"infinite Load", func() *hedge.Adaptive { return &hedge.Adaptive{Load: inf} }, 0, false},
+		{"negative MaxKeys", func() *hedge.Adaptive { return &hedge.Adaptive{MaxKeys: -1} }, 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ran := false
+			fn := func(context.Context) (int, error) { ran = true; return 1, nil }
+			a := tt.a()
+			_, err := hedge.Do(context.Background(), hedge.Policy[int]{Delay: a, Budget: a, MaxAttempts: tt.max}, fn)
+			if tt.ok != (err == nil) || (err != nil && (!errors.Is(err, hedge.ErrInvalidPolicy) || ran)) {
+				t.Errorf("as Delay and Budget: %v, fn ran: %t", err, ran)
+			}
+			if tt.max != 0 {
+				return // MaxAttempts is the Delay's business
+			}
+			ran = false
+			_, err = hedge.Do(context.Background(), hedge.Policy[int]{Delay: hedge.Fixed(time.Hour), Budget: a}, fn)
+			if tt.ok != (err == nil) || (err != nil && (!errors.Is(err, hedge.ErrInvalidPolicy) || ran)) {
+				t.Errorf("as Budget: %v, fn ran: %t", err, ran)
+			}
+			if !tt.ok { // its hooks, called directly, never hedge and never panic
+				ctx := context.Background()
+				a.Learn(ctx, time.Second, true)
+				a.Done(ctx, 1, hedge.Accept)
+				a.Release(ctx, 1)
+				if !a.Allow(ctx, 0) || a.Allow(ctx, 1) || a.Next(ctx, 0) >= 0 || a.Plan(ctx).Delay >= 0 {
+					t.Error("bad settings: want the primary granted and no hedge")
+				}
+			}
+		})
+	}
+}
+
+// Through Do, an Adaptive's Key runs once per call, however many attempts
+// and hooks the call has.
+func TestAdaptiveLooksTheKeyUpOncePerCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lookups atomic.Int64
+		a := &hedge.Adaptive{Key: func(ctx context.Context) string { lookups.Add(1); return routeOf(ctx) }}
+		p := hedge.Policy[int]{Delay: a, Budget: a, Timeout: time.Minute}
+		ctx := context.WithValue(t.Context(), routeCtxKey{}, "/a")
+		fast := func(context.Context) (int, error) { return 1, nil }
+		slow := func(ctx context.Context) (int, error) { return 1, lab.Wait(ctx, 20*time.Second) }
+		for _, fn := range []func(context.Context) (int, error){fast, slow} {
+			lookups.Store(0)
+			hedge.Do(ctx, p, fn)
+			synctest.Wait() // the loser has returned, and with it its Done
+			if n := lookups.Load(); n != 1 {
+				t.Errorf("Key ran %d times in one call, want 1", n)
+			}
+		}
+	})
+}
+
+// The bound: a key starts with 100 calls' worth of Load and saves Load
+// per call, up to that; an extra attempt takes a whole attempt or is
+// refused, and a release gives it back. Keys have bounds of their own, up
+// to MaxKeys; keys past it share one.
+func TestAdaptiveBound(t *testing.T) {
+	a := &hedge.Adaptive{Key: routeOf, MaxKeys: 2}
+	// hedges asks for a hedge after each of n calls of route, reporting
+	// each granted one as a win, and returns how many it granted.
+	hedges := func(route string, n int) int {
+		ctx, granted := onRoute(route), 0
+		for range n {
+			a.Allow(ctx, 0)
+			if a.Allow(ctx, 1) {
+				granted++
+				a.Done(ctx, 1, hedge.Accept)
+			}
+		}
+		return granted
+	}
+	// 100 × 0.1 saved up front, then 0.1 per call (but for the first,
+	// which finds the bound full): the 11th call pays for the 11th hedge.
+	if got := hedges("/a", 20); got != 11 {
+		t.Errorf("/a: %d hedges in 20 calls, want 11", got)
+	}
+	if got := hedges("/a", 1000); got != 100 {
+		t.Errorf("/a: %d hedges in 1,000 more calls, want 100", got)
+	}
+	ctx := onRoute("/a")
+	a.Allow(ctx, 0)
+	for range 9 {
+		a.Allow(ctx, 0)
+	}
+	granted := a.Allow(ctx, 1)
+	a.Release(ctx, 1)
+	if !granted || !a.Allow(ctx, 1) || a.Allow(ctx, 1) {
+		t.Error("/a: a released grant is not granted again")
+	}
+	// /b has a bound of its own; /c and /d share the overflow's.
+	if got := hedges("/b", 1); got != 1 {
+		t.Errorf("/b: %d hedges, want 1", got)
+	}
+	// 10 saved up, and 199 × 0.1: the first call finds the bound full.
+	if got := hedges("/c", 100) + hedges("/d", 100); got != 29 {
+		t.Errorf("/c and /d past MaxKeys: %d hedges in 200 calls, want 29", got)
+	}
+}
+
+// The bound is exact under contention: 64 goroutines that race to call
+// and hedge get exactly what the calls saved.
+func TestAdaptiveBoundContention(t *testing.T) {
+	for round := range 50 {
+		a := &hedge.Adaptive{}
+		ctx := context.Background()
+		for range 100 { // spend the 100 calls' worth saved up front
+			a.Allow(ctx, 1)
+		}
+		var granted atomic.Int64
+		budgetRace(budgetRacers, func(int) {
+			for range 50 {
+				a.Allow(ctx, 0)
+				if a.Allow(ctx, 1) {
+					granted.Add(1)
+					a.Done(ctx, 1, hedge.Accept)
+				}
+			}
+		})
+		for range 10 { // what the last calls saved and no hedge took
+			if a.Allow(ctx, 1) {
+				granted.Add(1)
+			}
+		}
+		// 64 × 50 calls at 0.1: 320 attempts.
+		if g := granted.Load(); g != 320 {
+			t.Fatalf("round %d: %d granted, want 320", round, g)
+		}
+	}
+}
+
+// A hedge that loses earns nothing: once a key's hedges have lost their
+// credit of 20, they go on only as probes, one per hundred calls. A hedge
+// that a server sheds (it fails at once, retryable) is no loss: however
+// many are shed, none is refused while the bound has room.
+func TestAdaptiveWinRate(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		o    hedge.Outcome
+		want int
+	}{
+		{"hedges lose", hedge.Canceled, 20 + 9},
+		{"hedges are shed", hedge.Retryable, 1000},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := &hedge.Adaptive{Load: 1}
+			ctx := context.Background()
+			granted := 0
+			for range 1000 {
+				a.Allow(ctx, 0)
+				if a.Allow(ctx, 1) {
+					granted++
+					a.Done(ctx, 1, tt.o)
+				}
+			}
+			if granted != tt.want {
+				t.Errorf("%d hedges in 1,000 calls, want %d", granted, tt.want)
+			}
+		})
+	}
+}
+
+// A hung upstream opens a key's breaker: its primaries, cut off by the
+// deadline, are failures. After 100 of them, OnOpen names the key, and the
+// key schedules no hedge and grants no retry for 5 s, while another key
+// goes on as before.
+func TestAdaptiveBreakerOpensOnAHungUpstream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var o opens
+		a := &hedge.Adaptive{Key: routeOf, OnOpen: o.onOpen}
+		p := hedge.Policy[int]{Delay: a, Budget: a, Timeout: 100 * ms}
+		hung, fine := onRoute("/hung"), onRoute("/fine")
+		hang := func(ctx context.Context) (int, error) { return 0, lab.Wait(ctx, time.Hour) }
+		for range 100 {
+			if _, err := hedge.Do(context.WithValue(t.Context(), routeCtxKey{}, "/hung"), p, hang); err != context.DeadlineExceeded {
+				t.Fatalf("Do: %v, want DeadlineExceeded", err)
+			}
+			synctest.Wait() // the primary has returned, and told the breaker
+		}
+		if diff := cmp.Diff([]string{"/hung"}, o.keys); diff != "" {
+			t.Errorf("OnOpen calls (-want +got)\n%s", diff)
+		}
+		if d := a.Next(hung, 0); d >= 0 {
+			t.Errorf("/hung, open: Next = %v, want no hedge", d)
+		}
+		if a.Allow(hung, 1) {
+			t.Error("/hung, open: a retry granted")
+		}
+		if d := a.Next(fine, 0); d < 0 || !a.Allow(fine, 1) {
+			t.Errorf("/fine: Next = %v, and the hedge refused; want it planned and granted", d)
+		}
+		time.Sleep(5 * time.Second)
+		if d := a.Next(hung, 0); d < 0 {
+			t.Errorf("/hung after the cooldown: Next = %v, want a trial hedge planned", d)
+		}
+	})
+}
+
+// Through Do on the 90/10 upstream, one call after another: the first
+// plan, after 500 calls, hedges once just past the fast mode (Load 0.1
+// cannot afford two hedges), and from then on the calls spend at most
+// Load.
+func TestAdaptiveLearnsThroughDo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := hedge.Auto[int]()
+		var stats hedge.Stats
+		p.Observer = &stats
+		calls := func(from, to int) {
+			for i := from; i < to; i++ {
+				hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+					return i, lab.Wait(ctx, lab.FastSlow.Latency(i, hedge.Attempt(ctx)))
+				})
+				synctest.Wait()
+			}
+		}
+		calls(0, 500)
+		if s := stats.Snapshot(); s.Attempts != 500 {
+			t.Errorf("the first 500 calls: %d attempts, want no hedge before the first plan", s.Attempts)
+		}
+		plan := p.Delay.(*hedge.Adaptive).Plan(context.Background())
+		if plan.Hedges != 1 || plan.Delay < 45*ms || plan.Delay > 450*ms {
+			t.Errorf("plan %+v, want one hedge between the modes", plan)
+		}
+		stats = hedge.Stats{}
+		calls(500, 2500)
+		if s := stats.Snapshot(); s.Amplification() > 1.1 || s.WinRate() < 0.8 {
+			t.Errorf("after the first plan: %.3f attempts per call, hedges won %.2f; want at most 1.1, and most hedges won",
+				s.Amplification(), s.WinRate())
+		}
+	})
+}
