@@ -40,8 +40,9 @@ var errBadPlan = errors.New("lab: bad FixedPlan")
 // p.Contender(): the same arrivals, routes and service times, the same
 // queues, the same figures to the nanosecond. It computes the run event by
 // event instead of playing every call through Do in a bubble, which is
-// some hundred times faster, and it is safe to call from any goroutine:
-// the oracles run hundreds of plans on the same draws.
+// about ten times faster (and the oracles, which run many plans on one
+// Load, draw its service times once for all of them), and it is safe to
+// call from any goroutine.
 //
 // A plan of more hedges than l has replicas less one would send two
 // attempts of a call to one replica, and with l.Shed a refused hedge would
@@ -52,72 +53,42 @@ func RunPlan(l Load, p FixedPlan) (LoadRow, error) {
 	if err != nil {
 		return LoadRow{}, err
 	}
+	if err := l.canPlan(p); err != nil {
+		return LoadRow{}, err
+	}
+	return runPlan(l, newDraws(l, p.Hedges), p), nil
+}
+
+// canPlan returns an error wrapping errBadPlan if RunPlan cannot run p on
+// l, which has its defaults.
+func (l Load) canPlan(p FixedPlan) error {
 	switch {
 	case p.Hedges < 0 || p.Hedges >= l.Replicas || p.Hedges >= hedge.MaxAttemptsLimit:
-		return LoadRow{}, fmt.Errorf("%w: %d hedges with %d replicas", errBadPlan, p.Hedges, l.Replicas)
+		return fmt.Errorf("%w: %d hedges with %d replicas", errBadPlan, p.Hedges, l.Replicas)
 	case p.Hedges > 0 && p.Delay <= 0:
-		return LoadRow{}, fmt.Errorf("%w: delay %v", errBadPlan, p.Delay)
+		return fmt.Errorf("%w: delay %v", errBadPlan, p.Delay)
 	case p.Hedges > 0 && l.Shed:
-		return LoadRow{}, fmt.Errorf("%w: hedges with shedding replicas", errBadPlan)
+		return fmt.Errorf("%w: hedges with shedding replicas", errBadPlan)
 	}
-	s := newSim(l, p)
-	s.run()
-	row := summarizeLoad(p.String(), l, s.calls, s.marks)
-	if p.Hedges > 0 {
-		row.Delay = p.Delay
-	}
-	return row, nil
+	return nil
 }
 
-// sim is one run of RunPlan: the cluster of RunLoad, as plain state, and
-// the events still to come.
-type sim struct {
-	l        Load
-	p        FixedPlan
-	now      time.Duration // since the run began
-	events   eventHeap
-	replicas []simReplica
-	calls    []callTally
-	state    []simCall
-	arrivals []time.Duration // when call i arrives
-	primary  []int           // the replica of call i's primary
-	arrived  int             // the last call to arrive
-	marks    []queueMark
-
-	waiting int   // requests queued on all replicas
-	area    int64 // waiting's integral over time, up to now
-	last    time.Duration
+// draws are the draws of a run of a Load, which every plan meets alike:
+// when each call arrives, its primary's replica, and the service time of
+// each of its first attempts.
+type draws struct {
+	attempts int             // per call in service
+	arrivals []time.Duration // since the run began
+	primary  []int
+	service  []time.Duration // of attempt k of call i at i*attempts+k
 }
 
-type simReplica struct {
-	busy  int
-	queue []*simJob // may hold dropped jobs, skipped when they reach the head
-}
-
-// simCall is what a call has done so far; the rest is in its callTally.
-type simCall struct {
-	decided bool
-	jobs    []*simJob // by attempt
-}
-
-type simJob struct {
-	call, k, replica int
-	state            jobState
-	service          time.Duration // before any brownout factor
-	began            time.Duration
-}
-
-func newSim(l Load, p FixedPlan) *sim {
+// newDraws draws what runLoad draws, in its order, for plans of up to
+// hedges hedges. l has its defaults.
+func newDraws(l Load, hedges int) *draws {
 	n := l.Warm + l.Calls
-	s := &sim{
-		l: l, p: p,
-		replicas: make([]simReplica, l.Replicas),
-		calls:    make([]callTally, n),
-		state:    make([]simCall, n),
-		arrivals: make([]time.Duration, n),
-		primary:  make([]int, n),
-	}
-	// The draws of runLoad, in its order.
+	d := &draws{attempts: hedges + 1, arrivals: make([]time.Duration, n), primary: make([]int, n),
+		service: make([]time.Duration, n*(hedges+1))}
 	capacity := float64(l.Replicas*l.Workers) / float64(l.meanService())
 	gen := rand.New(rand.NewPCG(l.Seed, 0x6c6f6164))
 	var at time.Duration
@@ -127,29 +98,81 @@ func newSim(l Load, p FixedPlan) *sim {
 			rho = l.Overload.Rho
 		}
 		at += time.Duration(gen.ExpFloat64() / (rho * capacity))
-		s.arrivals[i], s.primary[i] = at, gen.IntN(l.Replicas)
+		d.arrivals[i], d.primary[i] = at, gen.IntN(l.Replicas)
+		for k := range d.attempts {
+			d.service[i*d.attempts+k] = l.service(i, k)
+		}
 	}
-	return s
+	return d
+}
+
+// runPlan is RunPlan on draws made for at least p's attempts.
+func runPlan(l Load, d *draws, p FixedPlan) LoadRow {
+	n := len(d.arrivals)
+	s := &sim{l: l, p: p, d: d,
+		replicas: make([]simReplica, l.Replicas),
+		calls:    make([]callTally, n),
+		decided:  make([]bool, n),
+		jobs:     make([]simJob, n*(p.Hedges+1)),
+		events:   eventHeap{es: make([]event, 0, 64)},
+	}
+	s.run()
+	row := summarizeLoad(p.String(), l, s.calls, s.marks)
+	if p.Hedges > 0 {
+		row.Delay = p.Delay
+	}
+	return row
+}
+
+// sim is one run of runPlan: the cluster of RunLoad, as plain state, and
+// the events still to come.
+type sim struct {
+	l        Load
+	p        FixedPlan
+	d        *draws
+	now      time.Duration // since the run began
+	events   eventHeap
+	replicas []simReplica
+	calls    []callTally
+	decided  []bool
+	jobs     []simJob // attempt k of call i at i*(p.Hedges+1)+k
+	arrived  int      // the last call to arrive
+	marks    []queueMark
+
+	waiting int   // requests queued on all replicas
+	area    int64 // waiting's integral over time, up to now
+	last    time.Duration
+}
+
+type simReplica struct {
+	busy  int
+	queue []int32 // jobs, in arrival order; may hold dropped ones, skipped when they reach the head
+}
+
+type simJob struct {
+	state   jobState // queued until started: a job that never started is never looked at
+	replica int32
+	began   time.Duration
 }
 
 // run plays the events in order of time, and in the order they were
 // scheduled at one instant, until the last request is done.
 func (s *sim) run() {
-	if len(s.arrivals) > 0 {
-		s.events.push(event{at: s.arrivals[0], kind: arrive})
+	if len(s.d.arrivals) > 0 {
+		s.events.push(event{at: s.d.arrivals[0], kind: arrive})
 	}
-	for s.events.len() > 0 {
+	for len(s.events.es) > 0 {
 		e := s.events.pop()
 		s.now = e.at
 		switch e.kind {
 		case arrive:
-			s.arrive(e.call)
+			s.arrive(int(e.id))
 		case hedgeDue:
-			if !s.state[e.call].decided {
-				s.attempt(e.call, e.k)
+			if call := int(e.id) / (s.p.Hedges + 1); !s.decided[call] {
+				s.attempt(call, int(e.id)%(s.p.Hedges+1))
 			}
 		case finish:
-			s.finish(e.job)
+			s.finish(int(e.id))
 		}
 	}
 }
@@ -160,8 +183,8 @@ func (s *sim) arrive(i int) {
 	}
 	s.arrived = i
 	s.attempt(i, 0)
-	if i+1 < len(s.arrivals) {
-		s.events.push(event{at: s.arrivals[i+1], kind: arrive, call: i + 1})
+	if i+1 < len(s.d.arrivals) {
+		s.events.push(event{at: s.d.arrivals[i+1], kind: arrive, id: int32(i + 1)})
 	} else {
 		s.mark()
 	}
@@ -175,70 +198,74 @@ func (s *sim) mark() {
 // attempt starts attempt k of call i, and schedules the next hedge.
 func (s *sim) attempt(i, k int) {
 	s.calls[i].attempts.Add(1)
-	j := &simJob{call: i, k: k, replica: (s.primary[i] + k) % s.l.Replicas, service: s.l.service(i, k)}
-	s.state[i].jobs = append(s.state[i].jobs, j)
+	id := i*(s.p.Hedges+1) + k
+	j := &s.jobs[id]
+	j.replica = int32((s.d.primary[i] + k) % s.l.Replicas)
 	r := &s.replicas[j.replica]
 	if r.busy < s.l.Workers {
-		s.start(j)
+		s.start(id)
 	} else {
-		r.queue = append(r.queue, j)
+		r.queue = append(r.queue, int32(id))
 		s.wait(+1)
 	}
 	if k < s.p.Hedges {
-		s.events.push(event{at: s.now + s.p.Delay, kind: hedgeDue, call: i, k: k + 1})
+		s.events.push(event{at: s.now + s.p.Delay, kind: hedgeDue, id: int32(id + 1)})
 	}
 }
 
-// start puts a worker on j, as cluster.startLocked does.
-func (s *sim) start(j *simJob) {
+// start puts a worker on job id, as cluster.startLocked does.
+func (s *sim) start(id int) {
+	j := &s.jobs[id]
 	s.replicas[j.replica].busy++
 	j.state = running
 	j.began = s.now
-	d := j.service
-	if b := s.l.Brownout; b.Factor != 0 && j.replica == b.Replica && b.holds(s.arrived) {
+	h := s.p.Hedges + 1
+	d := s.d.service[id/h*s.d.attempts+id%h]
+	if b := s.l.Brownout; b.Factor != 0 && int(j.replica) == b.Replica && b.holds(s.arrived) {
 		d = time.Duration(float64(d) * b.Factor)
 	}
-	s.events.push(event{at: s.now + d, kind: finish, job: j})
+	s.events.push(event{at: s.now + d, kind: finish, id: int32(id)})
 }
 
-// finish completes j, if it still runs: the first attempt of its call to
-// complete decides the call, and the others are cancelled.
-func (s *sim) finish(j *simJob) {
-	if j.state != running {
+// finish completes job id, if it still runs: the first attempt of its
+// call to complete decides the call, and the others are cancelled.
+func (s *sim) finish(id int) {
+	if s.jobs[id].state != running {
 		return // dropped since
 	}
-	s.end(j, finished)
-	c := &s.state[j.call]
-	if c.decided {
+	s.end(id, finished)
+	h := s.p.Hedges + 1
+	call := id / h
+	if s.decided[call] {
 		return
 	}
-	c.decided = true
-	t := &s.calls[j.call]
-	t.latency = s.now - s.arrivals[j.call]
-	t.winner = j.k
-	for _, o := range c.jobs {
-		switch {
-		case o.state == queued:
-			o.state = dropped
+	s.decided[call] = true
+	t := &s.calls[call]
+	t.latency = s.now - s.d.arrivals[call]
+	t.winner = id % h
+	for k := range int(t.attempts.Load()) {
+		switch o := call*h + k; {
+		case s.jobs[o].state == queued:
+			s.jobs[o].state = dropped
 			s.wait(-1)
-		case o.state == running && s.l.Cancel == CancelRunning:
+		case s.jobs[o].state == running && s.l.Cancel == CancelRunning:
 			s.end(o, dropped)
 		}
 	}
 }
 
-// end takes j's worker off it, counts the worker's time, and gives the
-// worker the next queued job, as cluster.endLocked does.
-func (s *sim) end(j *simJob, st jobState) {
+// end takes job id's worker off it, counts the worker's time, and gives
+// the worker the next queued job, as cluster.endLocked does.
+func (s *sim) end(id int, st jobState) {
+	j := &s.jobs[id]
 	j.state = st
-	s.calls[j.call].work += s.now - j.began
+	s.calls[id/(s.p.Hedges+1)].work += s.now - j.began
 	r := &s.replicas[j.replica]
 	r.busy--
 	for len(r.queue) > 0 {
-		next := r.queue[0]
-		r.queue[0] = nil
+		next := int(r.queue[0])
 		r.queue = r.queue[1:]
-		if next.state == queued {
+		if s.jobs[next].state == queued {
 			s.wait(-1)
 			s.start(next)
 			break
@@ -264,16 +291,14 @@ const (
 	finish
 )
 
-// event is something due at a time: a call's arrival, a hedge, a
-// request's completion. seq orders the events of one instant as they
-// were scheduled.
+// event is something due at a time: a call's arrival (id is the call),
+// a hedge or a request's completion (id is the job). seq orders the
+// events of one instant as they were scheduled.
 type event struct {
 	at   time.Duration
 	seq  uint64
 	kind eventKind
-	call int
-	k    int
-	job  *simJob
+	id   int32
 }
 
 // eventHeap is a binary min-heap of events by (at, seq), typed rather
@@ -283,17 +308,12 @@ type eventHeap struct {
 	seq uint64
 }
 
-func (h *eventHeap) len() int { return len(h.es) }
-
 func (h *eventHeap) less(a, b int) bool {
 	x, y := &h.es[a], &h.es[b]
 	return x.at < y.at || x.at == y.at && x.seq < y.seq
 }
 
 func (h *eventHeap) push(e event) {
-	if e.job != nil {
-		e.call = e.job.call
-	}
 	e.seq = h.seq
 	h.seq++
 	h.es = append(h.es, e)
@@ -311,7 +331,6 @@ func (h *eventHeap) pop() event {
 	top := h.es[0]
 	last := len(h.es) - 1
 	h.es[0] = h.es[last]
-	h.es[last] = event{}
 	h.es = h.es[:last]
 	for i := 0; ; {
 		l, r, least := 2*i+1, 2*i+2, i
