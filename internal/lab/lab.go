@@ -31,7 +31,9 @@ func (u Upstream) Latency(i, k int) time.Duration {
 	return u.Draw(rand.New(rand.NewPCG(uint64(i), uint64(k)+1)))
 }
 
-// The two upstreams of the issue tracker's evidence.
+// The upstreams of the labs: two of two modes each (a fast bulk and a
+// slow tail a tenth or a twentieth as common), and one whose tail is a
+// continuum.
 var (
 	FastSlow = Upstream{"90% 20–45ms, 10% 450–600ms", func(r *rand.Rand) time.Duration {
 		if r.Float64() < 0.9 {
@@ -45,6 +47,30 @@ var (
 		}
 		return time.Duration(math.Exp(0.35*r.NormFloat64()) * float64(time.Second))
 	}}
+	// Stragglers is lognormal with a mean of 5ms and a standard deviation
+	// of 2ms, where one request in twenty is a straggler ten times
+	// slower: p99 about 13× p50. It is the upstream of the loopback
+	// evaluation in the benchmarks module.
+	Stragglers = Upstream{"lognormal 5±2ms, 5% 10× slower", func(r *rand.Rand) time.Duration {
+		straggler := r.Float64() < 0.05
+		d := float64(stragglersMedian) * math.Exp(stragglersSigma*r.NormFloat64())
+		if straggler {
+			d *= 10
+		}
+		return time.Duration(d)
+	}}
+	// HeavyTail is lognormal with a median of 5ms and σ 1.2: a mean of
+	// 10.3ms and p99 16× p50, with no mode to tell slow requests apart.
+	HeavyTail = Upstream{"lognormal median 5ms σ 1.2", func(r *rand.Rand) time.Duration {
+		return time.Duration(float64(5*time.Millisecond) * math.Exp(1.2*r.NormFloat64()))
+	}}
+)
+
+// The lognormal of Stragglers: σ² = ln(1 + (sd/mean)²), and the median is
+// the mean over exp(σ²/2).
+var (
+	stragglersSigma  = math.Sqrt(math.Log1p(0.4 * 0.4))
+	stragglersMedian = time.Duration(float64(5*time.Millisecond) / math.Exp(stragglersSigma*stragglersSigma/2))
 )
 
 // Wait is an upstream's work: it takes d, or less when ctx ends first, and

@@ -34,6 +34,9 @@ type Load struct {
 	// Overload raises the arrival rate for a period. The zero value is
 	// none.
 	Overload Overload
+	// Shift moves the whole distribution of service times from a call on.
+	// The zero value is none.
+	Shift Shift
 	// Shed, when set, makes each replica refuse a hedge (never a primary)
 	// that arrives while all its workers are busy and at least ShedQueue
 	// requests wait: the hedge fails at once with a retryable error and
@@ -97,6 +100,16 @@ type Overload struct {
 	Period
 }
 
+// Shift multiplies the service time of every attempt of the calls from
+// From on by Factor: the whole distribution moves, as when an upstream
+// ships a slower build or its data grows, and stays moved. Calls keep
+// arriving at the rate Load.Rho set, so a Factor above 1 also raises the
+// utilisation to Factor × Rho. A zero Factor means none.
+type Shift struct {
+	Factor float64
+	From   int
+}
+
 // errBadLoad is wrapped by RunLoad's complaint about a Load it cannot run.
 var errBadLoad = errors.New("lab: bad Load")
 
@@ -141,6 +154,10 @@ func (l Load) withDefaults() (Load, error) {
 		return bad("Brownout.Replica %d is not one of %d replicas", l.Brownout.Replica, l.Replicas)
 	case l.Overload.Rho != 0 && !(l.Overload.Rho > 0 && l.Overload.Rho <= 2):
 		return bad("Overload.Rho %v is outside (0, 2]", l.Overload.Rho)
+	case l.Shift.Factor != 0 && !(l.Shift.Factor > 0 && l.Shift.Factor <= 1000):
+		return bad("Shift.Factor %v is outside (0, 1000]", l.Shift.Factor)
+	case l.Shift.From < 0:
+		return bad("negative Shift.From %d", l.Shift.From)
 	}
 	return l, nil
 }
