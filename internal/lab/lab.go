@@ -159,14 +159,38 @@ func NearestRank(sorted []time.Duration, q float64) time.Duration {
 // calls [warm, warm+calls): the rules of hedge.Do for attempts that all
 // succeed.
 func Fixed(up Upstream, warm, calls int, d time.Duration, h int) Row {
+	return latencies(up, warm, calls, h).fixed(d, h)
+}
+
+// latencyTable is the latency of the first attempts of calls [warm,
+// warm+calls): attempt k of the i-th at i*attempts+k.
+type latencyTable struct {
+	attempts int
+	lat      []time.Duration
+}
+
+func latencies(up Upstream, warm, calls, hedges int) latencyTable {
+	t := latencyTable{hedges + 1, make([]time.Duration, calls*(hedges+1))}
+	for i := range calls {
+		for k := range t.attempts {
+			t.lat[i*t.attempts+k] = up.Latency(warm+i, k)
+		}
+	}
+	return t
+}
+
+// fixed is Fixed on the table's draws; h is at most its attempts less one.
+func (t latencyTable) fixed(d time.Duration, h int) Row {
+	calls := len(t.lat) / t.attempts
 	lat := make([]time.Duration, 0, calls)
 	attempts := 0
-	for i := warm; i < warm+calls; i++ {
-		done := up.Latency(i, 0)
+	for i := range calls {
+		up := t.lat[i*t.attempts : (i+1)*t.attempts]
+		done := up[0]
 		attempts++
 		for k := 1; k <= h && done > time.Duration(k)*d; k++ {
 			attempts++
-			done = min(done, time.Duration(k)*d+up.Latency(i, k))
+			done = min(done, time.Duration(k)*d+up[k])
 		}
 		lat = append(lat, done)
 	}
@@ -178,8 +202,9 @@ func Fixed(up Upstream, warm, calls int, d time.Duration, h int) Row {
 // fixed delay chosen in hindsight.
 //
 // The plans are independent replays of the same calls, about 800 of
-// them, so they run on every processor; the choice among them is made in
-// the order of the sweep, as one goroutine would make it.
+// them, so they run on every processor on latencies drawn once; the
+// choice among them is made in the order of the sweep, as one goroutine
+// would make it.
 func Oracle(up Upstream, warm, calls int, amp float64) Row {
 	type plan struct {
 		d time.Duration
@@ -191,12 +216,13 @@ func Oracle(up Upstream, warm, calls int, amp float64) Row {
 			plans = append(plans, plan{time.Duration(math.Exp(x)), h})
 		}
 	}
+	table := latencies(up, warm, calls, 2)
 	rows := make([]Row, len(plans))
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, p := range plans {
 		g.Go(func() error {
-			rows[i] = Fixed(up, warm, calls, p.d, p.h)
+			rows[i] = table.fixed(p.d, p.h)
 			return nil
 		})
 	}

@@ -51,6 +51,8 @@ type Load struct {
 	// Seed varies the draws: arrivals, routing and service times. Seed 0
 	// draws service times as Upstream.Latency does.
 	Seed uint64
+
+	mean time.Duration // of Service, once withDefaults has worked it out
 }
 
 // Cancel is what a cancelled attempt does to its request at the replica.
@@ -159,13 +161,17 @@ func (l Load) withDefaults() (Load, error) {
 	case l.Shift.From < 0:
 		return bad("negative Shift.From %d", l.Shift.From)
 	}
+	l.mean = l.meanService()
 	return l, nil
 }
 
 // meanService is the mean of l.Service: exact for FastSlow, else the mean
-// of 100,000 draws.
+// of 100,000 draws, which withDefaults draws once.
 func (l Load) meanService() time.Duration {
-	if l.Service.Name == FastSlow.Name {
+	switch {
+	case l.mean != 0:
+		return l.mean
+	case l.Service.Name == FastSlow.Name:
 		// 90% uniform on [20ms, 45ms), 10% on [450ms, 600ms), in whole
 		// nanoseconds.
 		fast := 20*time.Millisecond + (25*time.Millisecond-1)/2
@@ -178,4 +184,11 @@ func (l Load) meanService() time.Duration {
 		sum += float64(l.Service.Latency(i, 0))
 	}
 	return time.Duration(sum / n)
+}
+
+// key names l as a map key, its Service by Name.
+func (l Load) key() string {
+	name := l.Service.Name
+	l.Service = Upstream{}
+	return fmt.Sprintf("%q %+v", name, l)
 }

@@ -112,11 +112,15 @@ func runPlan(l Load, d *draws, p FixedPlan) LoadRow {
 	s := &sim{l: l, p: p, d: d,
 		replicas: make([]simReplica, l.Replicas),
 		calls:    make([]callTally, n),
+		started:  make([]int32, n),
 		decided:  make([]bool, n),
 		jobs:     make([]simJob, n*(p.Hedges+1)),
 		events:   eventHeap{es: make([]event, 0, 64)},
 	}
 	s.run()
+	for i := range s.calls {
+		s.calls[i].attempts.Store(s.started[i])
+	}
 	row := summarizeLoad(p.String(), l, s.calls, s.marks)
 	if p.Hedges > 0 {
 		row.Delay = p.Delay
@@ -133,7 +137,8 @@ type sim struct {
 	now      time.Duration // since the run began
 	events   eventHeap
 	replicas []simReplica
-	calls    []callTally
+	calls    []callTally // attempts is left to the end, from started
+	started  []int32     // attempts of each call so far
 	decided  []bool
 	jobs     []simJob // attempt k of call i at i*(p.Hedges+1)+k
 	arrived  int      // the last call to arrive
@@ -197,7 +202,7 @@ func (s *sim) mark() {
 
 // attempt starts attempt k of call i, and schedules the next hedge.
 func (s *sim) attempt(i, k int) {
-	s.calls[i].attempts.Add(1)
+	s.started[i]++
 	id := i*(s.p.Hedges+1) + k
 	j := &s.jobs[id]
 	j.replica = int32((s.d.primary[i] + k) % s.l.Replicas)
@@ -243,7 +248,7 @@ func (s *sim) finish(id int) {
 	t := &s.calls[call]
 	t.latency = s.now - s.d.arrivals[call]
 	t.winner = id % h
-	for k := range int(t.attempts.Load()) {
+	for k := range int(s.started[call]) {
 		switch o := call*h + k; {
 		case s.jobs[o].state == queued:
 			s.jobs[o].state = dropped
