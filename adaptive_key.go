@@ -73,7 +73,7 @@ func (k *adaptiveKey) Allow(_ context.Context, n int) bool {
 	if !k.s.breaker.allow(&k.circuit) {
 		return false
 	}
-	ok, took := k.s.win.take(&k.win)
+	ok, took := k.s.win.take(&k.win, k.need())
 	if ok && k.spend() {
 		return true
 	}
@@ -89,8 +89,18 @@ func (k *adaptiveKey) Allow(_ context.Context, n int) bool {
 func (k *adaptiveKey) Done(_ context.Context, n int, o Outcome) {
 	k.s.breaker.done(&k.circuit, k.key, n, o)
 	if !primary(n) {
-		k.s.win.done(&k.win, o)
+		k.s.win.done(&k.win, o, milli*milli/k.need())
 	}
+}
+
+// need is the win rate, in thousandths, that hedges must keep up to go
+// on unchecked: half of what the plan expects of them, and at least the
+// win rule's tenth. The plan assumes attempts are independent; when the
+// slowness belongs to the request, or every replica queues alike, a hedge
+// wins far less often than planned, and pays for far less than the plan
+// counted on.
+func (k *adaptiveKey) need() int64 {
+	return max(k.s.win.min, int64(k.plan.plan.Load().WinRate*milli/2))
 }
 
 // Release gives back what a granted Allow(n), n ≥ 1, took.

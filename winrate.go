@@ -227,7 +227,7 @@ func (b *WinRateBudget) Done(ctx context.Context, k int, o Outcome) {
 	if primary(k) || !b.credits.ready() {
 		return
 	}
-	b.rule.done(b.credits.of(ctx), o)
+	b.rule.done(b.credits.of(ctx), o, b.rule.reward)
 }
 
 // Release gives back the hedge that a granted Allow(ctx, k), k ≥ 1, took,
@@ -258,13 +258,14 @@ func (b *WinRateBudget) Credit(ctx context.Context) float64 {
 // allow grants a hedge of c: for nothing while c's hedges win often
 // enough, otherwise for one hedge of credit, if a whole one is left.
 func (r *winRule) allow(c *winCredit) bool {
-	ok, _ := r.take(c)
+	ok, _ := r.take(c, r.min)
 	return ok
 }
 
-// take is allow that also says whether the grant took a hedge of credit.
-func (r *winRule) take(c *winCredit) (ok, took bool) {
-	if r.winning(c) {
+// take is allow for a win rate of need thousandths, that also says
+// whether the grant took a hedge of credit.
+func (r *winRule) take(c *winCredit, need int64) (ok, took bool) {
+	if r.winning(c, need) {
 		return true, false
 	}
 	for {
@@ -278,19 +279,19 @@ func (r *winRule) take(c *winCredit) (ok, took bool) {
 	}
 }
 
-// winning reports whether at least MinWinRate of c's judged hedges won.
-// Before any hedge has been judged, there is no rate to go by.
-func (r *winRule) winning(c *winCredit) bool {
+// winning reports whether at least need thousandths of c's judged hedges
+// won. Before any hedge has been judged, there is no rate to go by.
+func (r *winRule) winning(c *winCredit, need int64) bool {
 	n := min(c.judged.Load(), uint64(r.samples))
-	return n > 0 && c.wins.Load()*milli >= r.min*int64(n)
+	return n > 0 && c.wins.Load()*milli >= need*int64(n)
 }
 
-// done judges a hedge of c by its outcome.
-func (r *winRule) done(c *winCredit, o Outcome) {
+// done judges a hedge of c by its outcome; a win earns reward.
+func (r *winRule) done(c *winCredit, o Outcome, reward int64) {
 	switch o {
 	case Accept:
 		r.judge(c, true)
-		r.add(c, r.reward)
+		r.add(c, reward)
 	case Retryable, Failed:
 		r.add(c, milli) // it ran no race: as if never granted
 	default:
