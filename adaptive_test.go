@@ -104,7 +104,7 @@ func TestAdaptiveLooksTheKeyUpOncePerCall(t *testing.T) {
 	})
 }
 
-// The bound: a key starts with 100 calls' worth of Load and saves Load
+// The bound: a key starts with 1,000 calls' worth of Load and saves Load
 // per call, up to that; an extra attempt takes a whole attempt or is
 // refused, and a release gives it back. Keys have bounds of their own, up
 // to MaxKeys; keys past it share one.
@@ -123,10 +123,10 @@ func TestAdaptiveBound(t *testing.T) {
 		}
 		return granted
 	}
-	// 100 × 0.1 saved up front, then 0.1 per call (but for the first,
-	// which finds the bound full): the 11th call pays for the 11th hedge.
-	if got := hedges("/a", 20); got != 11 {
-		t.Errorf("/a: %d hedges in 20 calls, want 11", got)
+	// 1000 × 0.1 saved up front, then 0.1 per call (but for the first,
+	// which finds the bound full): 100 + 19.9.
+	if got := hedges("/a", 200); got != 119 {
+		t.Errorf("/a: %d hedges in 200 calls, want 119", got)
 	}
 	if got := hedges("/a", 1000); got != 100 {
 		t.Errorf("/a: %d hedges in 1,000 more calls, want 100", got)
@@ -145,9 +145,9 @@ func TestAdaptiveBound(t *testing.T) {
 	if got := hedges("/b", 1); got != 1 {
 		t.Errorf("/b: %d hedges, want 1", got)
 	}
-	// 10 saved up, and 199 × 0.1: the first call finds the bound full.
-	if got := hedges("/c", 100) + hedges("/d", 100); got != 29 {
-		t.Errorf("/c and /d past MaxKeys: %d hedges in 200 calls, want 29", got)
+	// 100 saved up, and 199 × 0.1: the first call finds the bound full.
+	if got := hedges("/c", 100) + hedges("/d", 100); got != 119 {
+		t.Errorf("/c and /d past MaxKeys: %d hedges in 200 calls, want 119", got)
 	}
 }
 
@@ -157,8 +157,10 @@ func TestAdaptiveBoundContention(t *testing.T) {
 	for round := range 50 {
 		a := &hedge.Adaptive{}
 		ctx := context.Background()
-		for range 100 { // spend the 100 calls' worth saved up front
-			a.Allow(ctx, 1)
+		for range 100 { // spend the 1,000 calls' worth saved up front
+			if a.Allow(ctx, 1) {
+				a.Done(ctx, 1, hedge.Accept)
+			}
 		}
 		var granted atomic.Int64
 		budgetRace(budgetRacers, func(int) {
@@ -281,4 +283,73 @@ func TestAdaptiveLearnsThroughDo(t *testing.T) {
 				s.Amplification(), s.WinRate())
 		}
 	})
+}
+
+// learn90 feeds a the primaries' latencies of calls [from, to) of the
+// 90/10 upstream, each times factor.
+func learn90(a *hedge.Adaptive, from, to int, factor float64) {
+	for i := from; i < to; i++ {
+		a.Learn(context.Background(), time.Duration(factor*float64(lab.FastSlow.Latency(i, 0))), true)
+	}
+}
+
+// When most primaries turn slower than the plan's p75 and stay so, as in
+// an overload or after a new build, the key stops hedging at once; after
+// 150 such primaries it forgets what it learned, and plans again from the
+// 500 that follow. A burst of slow calls that passes stops hedging only
+// while it lasts.
+func TestAdaptiveReplansWhenTheUpstreamChanges(t *testing.T) {
+	ctx := context.Background()
+	a := &hedge.Adaptive{}
+	learn90(a, 0, 1000, 1)
+	before := a.Plan(ctx)
+	if before.Hedges != 1 || a.Next(ctx, 0) != before.Delay {
+		t.Fatalf("after 1,000 primaries: plan %+v, Next %v; want one hedge", before, a.Next(ctx, 0))
+	}
+
+	learn90(a, 1000, 1060, 3)
+	if d := a.Next(ctx, 0); d >= 0 {
+		t.Errorf("after 60 primaries three times slower: Next = %v, want no hedge", d)
+	}
+	learn90(a, 1060, 1100, 1)
+	if d := a.Next(ctx, 0); d != before.Delay || a.Plan(ctx) != before {
+		t.Errorf("after the burst: Next = %v, plan %+v; want the plan of before, %+v", d, a.Plan(ctx), before)
+	}
+
+	learn90(a, 1100, 1400, 3) // slower for good
+	if p := a.Plan(ctx); p.Hedges != 0 {
+		t.Errorf("300 primaries into the change: plan %+v, want none while it learns afresh", p)
+	}
+	learn90(a, 1400, 2000, 3)
+	after := a.Plan(ctx)
+	if after.Hedges < 1 || after.Delay < 2*before.Delay || a.Next(ctx, 0) != after.Delay {
+		t.Errorf("600 primaries into the change: plan %+v, Next %v; want hedges about three times later than %v",
+			after, a.Next(ctx, 0), before.Delay)
+	}
+}
+
+// When the calls want more hedges than the bound holds, the delay
+// stretches, so that the hedges go to the calls that waited longest; once
+// the bound has room again, it shrinks back to the plan's.
+func TestAdaptiveStretchesTheDelayWhileTheBoundIsShort(t *testing.T) {
+	ctx := context.Background()
+	a := &hedge.Adaptive{}
+	learn90(a, 0, 1000, 1)
+	plan := a.Plan(ctx)
+	for range 1000 { // every call hedges, and every hedge wins
+		a.Allow(ctx, 0)
+		if a.Allow(ctx, 1) {
+			a.Done(ctx, 1, hedge.Accept)
+		}
+	}
+	stretched := a.Next(ctx, 0)
+	if stretched < 2*plan.Delay {
+		t.Errorf("after 1,000 calls that all wanted a hedge: Next = %v, want at least twice the plan's %v", stretched, plan.Delay)
+	}
+	for range 2000 { // calls that need no hedge
+		a.Allow(ctx, 0)
+	}
+	if d := a.Next(ctx, 0); d != plan.Delay {
+		t.Errorf("after 2,000 calls that needed no hedge: Next = %v, want the plan's %v", d, plan.Delay)
+	}
 }
