@@ -47,9 +47,6 @@ func Auto[T any]() Policy[T] {
 //     attempt takes a whole one, and at most 1,000 calls' worth is saved
 //     up, so that a burst of slow calls (a replica that browns out) gets
 //     its hedges. Over 10,000 calls that is at most 1.1 × Load per call.
-//     When the calls want more hedges than the bound holds, the delays
-//     stretch, so that the hedges it pays for go to the calls that have
-//     waited longest.
 //   - Hedges off when they stop winning, as a WinRateBudget with its
 //     defaults judges them: while one in ten of the key's last 100
 //     hedges won, it refuses none.

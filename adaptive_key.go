@@ -25,27 +25,13 @@ type adaptiveKey struct {
 	// than it, in 1/shareOne, and strays counts the primaries it has been
 	// out of bounds for (see adaptive_learn.go).
 	p75, share, strays atomic.Int64
-	// stretch multiplies the plan's delay, in 1/stretchOne: 1 while the
-	// bound has room, more while it refuses hedges (see stretched).
-	stretch atomic.Int64
 }
-
-// The stretch of a key's delays, between 1 and 64: with each call it
-// grows by up to 1/128 while the bound is below half full, and shrinks
-// by up to 1/128 while it is above, in proportion to the distance.
-const (
-	stretchOne   = 1 << 10
-	stretchMax   = 64 * stretchOne
-	stretchGain  = 6       // 1/2^stretchGain of the bound's distance from half full, per call
-	stretchLimit = 1 << 40 // a delay past this many ns is not stretched further
-)
 
 // boundCalls is how many calls' worth of Load a key may save up: over any
 // n consecutive calls of a key, its extra attempts stay within Load × (n
 // + boundCalls). When a replica browns out, the calls stuck on it want
-// more hedges than Load per call; what quiet calls saved pays for them
-// until the stretched delay (see stretched) matches the hedges to the
-// bound. Over 10,000 calls the bound is 1.1 × Load.
+// more hedges than Load per call; what quiet calls saved pays for them.
+// Over 10,000 calls the bound is 1.1 × Load.
 const boundCalls = 1000
 
 func (s *adaptiveState) newKey(key string) *adaptiveKey {
@@ -53,7 +39,6 @@ func (s *adaptiveState) newKey(key string) *adaptiveKey {
 	// The settings are valid: newState checked Load.
 	k.plan = (&Planner{Load: s.load, MaxHedges: adaptiveMaxHedges, Window: adaptiveSamples}).newState()
 	k.bound.Store(s.boundMax)
-	k.stretch.Store(stretchOne)
 	s.win.initCredit(&k.win)
 	s.breaker.initCircuit(&k.circuit)
 	return k
@@ -66,39 +51,7 @@ func (k *adaptiveKey) Next(_ context.Context, n int) time.Duration {
 	if n >= plan.Hedges || k.congested() || k.open() {
 		return -1
 	}
-	return k.stretched(plan.Delay)
-}
-
-// stretched returns d stretched. When the calls that outlast the plan's
-// delay want more hedges than the bound holds (a replica browns out, or
-// hedges queue behind each other), a refused hedge leaves its call to the
-// slow replica, whichever call it is. A later delay sends the hedges that
-// the bound can pay for to the calls that have waited longest, and when
-// they drain the slow replica's queue, the calls that wait that long
-// become fewer: the stretch settles where the hedges wanted match the
-// bound. With room in the bound, it shrinks back to the plan's delay.
-func (k *adaptiveKey) stretched(d time.Duration) time.Duration {
-	st := k.stretch.Load()
-	if st == stretchOne || d <= 0 || d > stretchLimit {
-		return d
-	}
-	return time.Duration(int64(d) * st >> 10)
-}
-
-// restretch moves the stretch towards where the bound stays half full,
-// by one call's step. b is the bound's level.
-func (k *adaptiveKey) restretch(b int64) {
-	half := k.s.boundMax / 2
-	if b >= half && k.stretch.Load() == stretchOne {
-		return // the plan's own delay, and room to spare: the usual case
-	}
-	for {
-		v := k.stretch.Load()
-		n := min(max(v+v*(half-b)/(k.s.boundMax<<stretchGain), stretchOne), stretchMax)
-		if n == v || k.stretch.CompareAndSwap(v, n) {
-			return
-		}
-	}
+	return plan.Delay
 }
 
 // open reports whether the breaker is open and its cooldown not over: no
@@ -119,7 +72,7 @@ func (k *adaptiveKey) Learn(_ context.Context, primary time.Duration, complete b
 // cheapest first; a grant that a later one refuses is given back.
 func (k *adaptiveKey) Allow(_ context.Context, n int) bool {
 	if primary(n) {
-		k.restretch(k.save(k.s.loadMilli))
+		k.save(k.s.loadMilli)
 		k.s.win.add(&k.win, k.s.win.probe)
 		return true
 	}
@@ -179,14 +132,17 @@ func (k *adaptiveKey) spend() bool {
 	}
 }
 
-// save adds d thousandths of an attempt to the bound, up to its most,
-// and returns its new level.
-func (k *adaptiveKey) save(d int64) int64 {
+// save adds d thousandths of an attempt to the bound, up to its most.
+func (k *adaptiveKey) save(d int64) { add(&k.bound, d, k.s.boundMax) }
+
+// add adds d to *v within [0, most], and returns the new value. A full or
+// empty *v that d would push further costs only the load.
+func add(v *atomic.Int64, d, most int64) int64 {
 	for {
-		v := k.bound.Load()
-		n := min(v+d, k.s.boundMax)
-		if n <= v || k.bound.CompareAndSwap(v, n) {
-			return max(n, v)
+		o := v.Load()
+		n := min(max(o+d, 0), most)
+		if n == o || v.CompareAndSwap(o, n) {
+			return n
 		}
 	}
 }

@@ -327,29 +327,3 @@ func TestAdaptiveReplansWhenTheUpstreamChanges(t *testing.T) {
 			after, a.Next(ctx, 0), before.Delay)
 	}
 }
-
-// When the calls want more hedges than the bound holds, the delay
-// stretches, so that the hedges go to the calls that waited longest; once
-// the bound has room again, it shrinks back to the plan's.
-func TestAdaptiveStretchesTheDelayWhileTheBoundIsShort(t *testing.T) {
-	ctx := context.Background()
-	a := &hedge.Adaptive{}
-	learn90(a, 0, 1000, 1)
-	plan := a.Plan(ctx)
-	for range 1000 { // every call hedges, and every hedge wins
-		a.Allow(ctx, 0)
-		if a.Allow(ctx, 1) {
-			a.Done(ctx, 1, hedge.Accept)
-		}
-	}
-	stretched := a.Next(ctx, 0)
-	if stretched < 2*plan.Delay {
-		t.Errorf("after 1,000 calls that all wanted a hedge: Next = %v, want at least twice the plan's %v", stretched, plan.Delay)
-	}
-	for range 2000 { // calls that need no hedge
-		a.Allow(ctx, 0)
-	}
-	if d := a.Next(ctx, 0); d != plan.Delay {
-		t.Errorf("after 2,000 calls that needed no hedge: Next = %v, want the plan's %v", d, plan.Delay)
-	}
-}
