@@ -37,10 +37,16 @@ func Auto[T any]() Policy[T] {
 //
 // Per key of Key, it keeps:
 //
-//   - A plan, learned as a Planner learns it: from how long primaries
-//     ran, the delay and the number of hedges (up to 2) that minimise
-//     the calls' p99 for at most Load extra attempts per call. It replans
-//     every 500 primaries.
+//   - A plan, learned as a Planner learns it: from how long the last 500
+//     to 1,000 primaries ran, the delay and the number of hedges (up to
+//     2) that minimise the calls' p99 for at most Load extra attempts per
+//     call. It replans every 250 primaries.
+//   - A watch on the plan: while most recent primaries are slower than
+//     the plan expects (queues grow), or calls come much faster than they
+//     did (an overload may be on its way), it sends no hedge; when the
+//     latencies stay away from the plan's picture, it forgets and plans
+//     afresh, and it hedges again once 250 primaries in a row match its
+//     plan. A tail that has gone does not linger in its plans.
 //   - A hard bound: over any n consecutive calls of the key, extra
 //     attempts (hedges, and retries of failed attempts) never exceed
 //     Load × (n + 1000). Each call saves Load of an attempt, each extra
@@ -99,10 +105,9 @@ type Adaptive struct {
 // how many primaries make a generation of what it knows.
 const (
 	adaptiveMaxHedges = 2
-	adaptiveSamples   = 1000
+	adaptiveSamples   = 500
 	adaptiveMaxLoad   = 2
 	defaultLoad       = 0.1
-	initialDelay      = 10 * time.Second // a learned delay's default Ceiling, and Initial
 )
 
 // adaptiveState is what an Adaptive reads from its fields once, and its
@@ -113,6 +118,7 @@ type adaptiveState struct {
 	loadMilli int64 // Load in thousandths of an attempt, rounded down
 	boundMax  int64 // the most a key's bound holds: boundCalls × Load
 	clk       clock.Clock
+	origin    time.Time // by clk: when the state was made
 	win       winRule
 	breaker   *Breaker // its settings; each key keeps its own circuit
 	keys      perKey[adaptiveKey]
@@ -160,17 +166,17 @@ func (a *Adaptive) Release(ctx context.Context, k int) {
 }
 
 // Plan returns the plan of ctx's key, without adding the key if it is
-// new. A key starts with one hedge after 10 s, as good as none, until its
-// first plan. Bad settings plan no hedge.
+// new. A key plans no hedge until it knows its upstream, nor while it
+// learns it afresh; nor do bad settings.
 func (a *Adaptive) Plan(ctx context.Context) Plan {
 	s := a.load()
 	if s.err != nil {
-		return Plan{Delay: -1}
+		return noPlan
 	}
 	if k := s.keys.peek(ctx); k != nil {
 		return *k.plan.plan.Load()
 	}
-	return Plan{Delay: initialDelay, Hedges: 1}
+	return noPlan
 }
 
 // of returns the state of ctx's key, adding it if there is room; nil
@@ -216,6 +222,11 @@ func (a *Adaptive) newState() *adaptiveState {
 	}
 	if s.err != nil {
 		return s
+	}
+	if s.clk == nil {
+		s.origin = time.Now()
+	} else {
+		s.origin = s.clk.Now()
 	}
 	s.loadMilli = thousandthsDown(s.load)
 	s.boundMax = s.loadMilli * boundCalls

@@ -26,9 +26,9 @@ func ExampleAuto() {
 // calls answer 90 % of the time in 20–45ms and 10 % in 450–600ms, one
 // hedge cannot help the p99 (1 % of calls would draw two slow
 // attempts), and two just past the fast mode cost 0.11 extra attempts
-// per call: Load 0.15 affords them. A route it has not seen yet hedges
-// only after 10 s until it knows its upstream. Do would feed it from live
-// calls; here 1,000 latencies are fed to Learn directly.
+// per call: Load 0.15 affords them. A route it has not seen yet plans no
+// hedge until it knows its upstream. Do would feed it from live calls;
+// here 1,000 latencies are fed to Learn directly.
 func ExampleAdaptive() {
 	a := &hedge.Adaptive{Key: routeOf, Load: 0.15}
 	_ = hedge.Policy[string]{Delay: a, Budget: a, Timeout: time.Second}
@@ -44,10 +44,14 @@ func ExampleAdaptive() {
 	}
 	for _, ctx := range []context.Context{lookup, onRoute("GET /export")} {
 		plan := a.Plan(ctx)
-		fmt.Printf("%s: hedges × delay %d × %v, for %.2f extra attempts per call\n",
+		if plan.Hedges == 0 {
+			fmt.Printf("%s: no hedge yet\n", routeOf(ctx))
+			continue
+		}
+		fmt.Printf("%s: %d hedges, %v apart, for %.2f extra attempts per call\n",
 			routeOf(ctx), plan.Hedges, plan.Delay.Round(100*time.Microsecond), plan.Load)
 	}
 	// Output:
-	// GET /users/{id}: hedges × delay 2 × 45.6ms, for 0.11 extra attempts per call
-	// GET /export: hedges × delay 1 × 10s, for 0.00 extra attempts per call
+	// GET /users/{id}: 2 hedges, 45.6ms apart, for 0.11 extra attempts per call
+	// GET /export: no hedge yet
 }

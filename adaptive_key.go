@@ -24,7 +24,11 @@ type adaptiveKey struct {
 	// the first. share is the moving share of recent primaries slower
 	// than it, in 1/shareOne, and strays counts the primaries it has been
 	// out of bounds for (see adaptive_learn.go).
-	p75, share, strays atomic.Int64
+	p75, share, strays, calm atomic.Int64
+	// The calls' arrivals: when the last came, in ns since the state was
+	// made, how many have, and the moving averages of the gaps between
+	// them (see adaptive_surge.go).
+	arrived, calls, gapShort, gapLong atomic.Int64
 }
 
 // boundCalls is how many calls' worth of Load a key may save up: over any
@@ -38,6 +42,7 @@ func (s *adaptiveState) newKey(key string) *adaptiveKey {
 	k := &adaptiveKey{s: s, key: key}
 	// The settings are valid: newState checked Load.
 	k.plan = (&Planner{Load: s.load, MaxHedges: adaptiveMaxHedges, Window: adaptiveSamples}).newState()
+	k.plan.plan.Store(&noPlan) // no hedge before the upstream is known
 	k.bound.Store(s.boundMax)
 	s.win.initCredit(&k.win)
 	s.breaker.initCircuit(&k.circuit)
@@ -48,7 +53,7 @@ func (s *adaptiveState) newKey(key string) *adaptiveKey {
 // after them, or while the breaker is open.
 func (k *adaptiveKey) Next(_ context.Context, n int) time.Duration {
 	plan := k.plan.plan.Load()
-	if n >= plan.Hedges || k.congested() || k.open() {
+	if n >= plan.Hedges || k.unsettled() || k.open() {
 		return -1
 	}
 	return plan.Delay
@@ -74,6 +79,7 @@ func (k *adaptiveKey) Allow(_ context.Context, n int) bool {
 	if primary(n) {
 		k.save(k.s.loadMilli)
 		k.s.win.add(&k.win, k.s.win.probe)
+		k.arrive()
 		return true
 	}
 	if !k.s.breaker.allow(&k.circuit) {

@@ -7,24 +7,25 @@ import "time"
 // generation; and, unlike a Planner, it watches for the latencies to
 // leave what its plan was made from.
 //
-// A plan is made from the last one to two thousand primaries. When the
-// upstream changes (an overload fills every queue, a new build halves
-// every latency, an overload drains), those samples describe an upstream
-// that is gone: a plan made from them hedges too early, adding load where
-// queues grow, or too late, or not at all, and it would take two
-// generations for the old samples to leave. So each key keeps the share
-// of recent primaries slower than the plan's p75, a moving average over
-// about 64 of them, which sits near 0.25 while the plan's picture holds.
+// A plan is made from the last 500 to 1,000 primaries. When the upstream
+// changes (an overload fills every queue, a new build halves every
+// latency, an overload drains), those samples describe an upstream that
+// is gone: a plan made from them hedges too early, adding load where
+// queues grow, or too late, or not at all, until the old samples have
+// left. So each key keeps the share of recent primaries slower than the
+// plan's p75, a moving average over about 64 of them, which sits near
+// 0.25 while the plan's picture holds.
 //
-// Above changeHigh, most calls are slower than the plan expects: queues
-// are growing, or the upstream slowed down. The key sends no hedge while
-// it stays there, so that hedges do not deepen a queue. A burst of slow
-// calls passes within a few dozen calls; when the share stays out of
-// [changeLow, changeHigh] for strayLimit primaries in a row, the upstream
-// has changed, and the key forgets what it learned and plans again from
-// the primaries that come after. While latencies keep drifting (a queue
-// that keeps growing), each new plan finds them changed again, and the
-// key stays unhedged.
+// When it leaves [changeLow, changeHigh], the key sends no hedge and
+// makes no plan from what it sees: above, most calls are slower than the
+// plan expects, as when queues grow, and hedges would deepen them. A
+// burst of slow calls passes within a few dozen calls. When the share
+// stays out for strayLimit primaries in a row, the upstream has changed:
+// the key forgets what it learned and plans again from the primaries that
+// come after. Either way, hedges go out again only once calmCalls
+// primaries in a row have matched the plan: while latencies keep drifting
+// (a queue that keeps growing), each new plan finds them changed again,
+// and the key stays unhedged.
 //
 // A slowdown of one replica of four moves a quarter of the calls: the
 // share stays near 0.44, and the plan goes on hedging around it.
@@ -38,12 +39,13 @@ const (
 	changeHigh  = shareOne * 7 / 10
 	changeLow   = shareOne / 20
 	strayLimit  = 150
+	calmCalls   = 250
 	planQuarter = 0.25 // the share of the plan's samples above its p75
 )
 
 // learn records how long a primary ran. Every Window/2 samples it plans
-// again; when recent primaries have left the plan's picture for long, it
-// forgets and starts over.
+// again, unless recent primaries have left the plan's picture; when they
+// stay out of it for long, it forgets and starts over.
 func (k *adaptiveKey) learn(primary time.Duration, complete bool) {
 	s := k.plan
 	if k.stray(primary, complete) && s.mu.TryLock() {
@@ -62,7 +64,7 @@ func (k *adaptiveKey) learn(primary time.Duration, complete bool) {
 	} else {
 		s.cut[gen].add(primary)
 	}
-	if (i+1)%s.every == 0 && s.mu.TryLock() {
+	if (i+1)%s.every == 0 && k.strays.Load() == 0 && s.mu.TryLock() {
 		k.replan()
 		s.mu.Unlock()
 	}
@@ -89,25 +91,43 @@ func (k *adaptiveKey) stray(primary time.Duration, complete bool) bool {
 		}
 		if n <= changeHigh && n >= changeLow {
 			k.strays.Store(0)
+			k.calm.Add(1)
 			return false
 		}
+		k.calm.Store(0)
 		return k.strays.Add(1) >= strayLimit
 	}
 }
 
-// congested reports whether most recent primaries are slower than the
-// plan expects: then no hedge goes out.
-func (k *adaptiveKey) congested() bool { return k.share.Load() > changeHigh }
+// unsettled reports whether the recent primaries have not matched the
+// plan's picture for long enough to hedge: for calmCalls in a row since
+// they last strayed from it, or since the plan.
+func (k *adaptiveKey) unsettled() bool { return k.calm.Load() < calmCalls }
 
-// replan plans from what the key has learned since it last forgot. Called
-// with k.plan.mu held.
+// replan plans from what the key has learned since it last forgot. The
+// first plan after it forgot starts the watch afresh; later ones move the
+// p75 it watches by, but not the share, which tells whether they still
+// hold. Called with k.plan.mu held.
 func (k *adaptiveKey) replan() {
 	surv := k.plan.survival()
-	plan := k.plan.replan(surv)
-	k.p75.Store(int64(surv.quantileAt(1 - planQuarter)))
-	k.share.Store(shareStart)
-	k.strays.Store(0)
+	plan := k.plan.replanWithin(surv, k.budget())
+	if k.p75.Swap(int64(surv.quantileAt(1-planQuarter))) == 0 {
+		k.share.Store(shareStart)
+		k.strays.Store(0)
+		k.calm.Store(0)
+	}
 	k.plan.plan.Store(&plan)
+}
+
+// budget is the extra attempts per call that a new plan may spend: Load
+// while the bound holds at least half of what it may save, and down to
+// 0.8 × Load as it empties, so that the bound fills again after a
+// disturbance drew on it. A plan that spent all of Load would leave it
+// empty, and then every burst of slow calls would find their hedges
+// refused.
+func (k *adaptiveKey) budget() float64 {
+	fill := min(float64(2*k.bound.Load())/float64(k.s.boundMax), 1)
+	return k.s.load * (0.8 + 0.2*fill)
 }
 
 // forget drops what the key has learned, and sends no hedge until it has
@@ -122,6 +142,7 @@ func (k *adaptiveKey) forget() {
 	k.p75.Store(0)
 	k.share.Store(shareStart)
 	k.strays.Store(0)
+	k.calm.Store(0)
 	k.plan.plan.Store(&noPlan)
 }
 

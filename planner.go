@@ -366,7 +366,10 @@ func (st *plannerState) evaluate(s survival, q float64, d time.Duration, h int) 
 // target quantile, and among those within the buckets' resolution of it
 // the cheapest. Ties are judged against the least latency, not pairwise,
 // so that no chain of slightly cheaper plans walks away from it.
-func (st *plannerState) replan(s survival) Plan {
+func (st *plannerState) replan(s survival) Plan { return st.replanWithin(s, st.load) }
+
+// replanWithin is replan for a budget of load extra attempts per call.
+func (st *plannerState) replanWithin(s survival, load float64) Plan {
 	const tie = 1.02
 	q := 1 - (1-st.target)*margin
 	none := st.evaluate(s, q, -1, 0)
@@ -377,7 +380,7 @@ func (st *plannerState) replan(s survival) Plan {
 		center, centerLat := -1, time.Duration(math.MaxInt64)
 		consider := func(i int) {
 			d := st.candidate(i)
-			if s.extra(d, h) > st.load {
+			if s.extra(d, h) > load {
 				return
 			}
 			c := Plan{Delay: d, Hedges: h, Load: s.extra(d, h)}
