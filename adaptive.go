@@ -108,6 +108,8 @@ const (
 	adaptiveSamples   = 500
 	adaptiveMaxLoad   = 2
 	defaultLoad       = 0.1
+	adaptiveBurst     = 10 // the win rate's credit, in hedges
+	adaptiveFirst     = 20 // hedges judged before their win rate counts
 )
 
 // adaptiveState is what an Adaptive reads from its fields once, and its
@@ -230,8 +232,11 @@ func (a *Adaptive) newState() *adaptiveState {
 	}
 	s.loadMilli = thousandthsDown(s.load)
 	s.boundMax = s.loadMilli * boundCalls
-	// The defaults cannot fail.
-	s.win, _ = newWinRule(WinRateConfig{})
+	// The defaults cannot fail. An Adaptive sends its first hedges on
+	// credit, and judges them by rate only once 20 have been: a rate of
+	// a few hedges is mostly luck.
+	s.win, _ = newWinRule(WinRateConfig{Burst: adaptiveBurst})
+	s.win.first = adaptiveFirst
 	s.breaker, _ = newBreakerRule(BreakerConfig{Clock: a.Clock, OnOpen: a.OnOpen})
 	s.keys.init(a.Key, orDefault(a.MaxKeys, defaultWinRateKeys), s.newKey)
 	return s

@@ -29,6 +29,9 @@ type adaptiveKey struct {
 	// made, how many have, and the moving averages of the gaps between
 	// them (see adaptive_surge.go).
 	arrived, calls, gapShort, gapLong atomic.Int64
+	// asked is the moving share of recent calls that asked for a hedge
+	// (see stale).
+	asked atomic.Int64
 }
 
 // boundCalls is how many calls' worth of Load a key may save up: over any
@@ -43,7 +46,7 @@ func (s *adaptiveState) newKey(key string) *adaptiveKey {
 	// The settings are valid: newState checked Load.
 	k.plan = (&Planner{Load: s.load, MaxHedges: adaptiveMaxHedges, Window: adaptiveSamples}).newState()
 	k.plan.plan.Store(&noPlan) // no hedge before the upstream is known
-	k.bound.Store(s.boundMax)
+	// The bound starts empty: the first hedges are paid for by the first calls.
 	s.win.initCredit(&k.win)
 	s.breaker.initCircuit(&k.circuit)
 	return k
@@ -77,10 +80,17 @@ func (k *adaptiveKey) Learn(_ context.Context, primary time.Duration, complete b
 // cheapest first; a grant that a later one refuses is given back.
 func (k *adaptiveKey) Allow(_ context.Context, n int) bool {
 	if primary(n) {
-		k.save(k.s.loadMilli)
+		if !k.unsettled() {
+			k.save(k.s.loadMilli)
+		}
 		k.s.win.add(&k.win, k.s.win.probe)
 		k.arrive()
+		// Load and Store: a lost update moves an average by one call's weight.
+		k.asked.Store(k.asked.Load() - k.asked.Load()>>askShift)
 		return true
+	}
+	if n == 1 && k.stale() {
+		return false
 	}
 	if !k.s.breaker.allow(&k.circuit) {
 		return false
@@ -111,8 +121,10 @@ func (k *adaptiveKey) Done(_ context.Context, n int, o Outcome) {
 // slowness belongs to the request, or every replica queues alike, a hedge
 // wins far less often than planned, and pays for far less than the plan
 // counted on.
+const minNeed = milli / 3
+
 func (k *adaptiveKey) need() int64 {
-	return max(k.s.win.min, int64(k.plan.plan.Load().WinRate*milli/2))
+	return max(minNeed, int64(k.plan.plan.Load().WinRate*milli/2))
 }
 
 // Release gives back what a granted Allow(n), n ≥ 1, took.
@@ -152,3 +164,29 @@ func add(v *atomic.Int64, d, most int64) int64 {
 		}
 	}
 }
+
+// stale reports whether the plan no longer pays as it expected: recent
+// calls ask for hedges more than half as often again as it expects, and
+// fewer than half of its hedges win. A plan made while queues grow lags
+// behind them: more calls outlast its delay every minute, and their
+// hedges queue too. (A replica that browns out also sends more calls past
+// the delay, but their hedges win.) Called for each first hedge asked
+// for.
+func (k *adaptiveKey) stale() bool {
+	r := k.asked.Load()
+	r += (askOne - r) >> askShift
+	k.asked.Store(r)
+	plan := k.plan.plan.Load()
+	if float64(r) <= (1.5*plan.HedgeRate+0.01)*askOne {
+		return false
+	}
+	n := min(k.win.judged.Load(), uint64(k.s.win.samples))
+	return n >= k.s.win.first && 2*uint64(k.win.wins.Load()) < n
+}
+
+// asked is the moving share of calls that asked for a hedge, in units of
+// 1/askOne, with a weight of 1/2^askShift per call.
+const (
+	askOne   = 1 << 20
+	askShift = 6
+)

@@ -102,7 +102,9 @@ func (k *adaptiveKey) stray(primary time.Duration, complete bool) bool {
 // unsettled reports whether the recent primaries have not matched the
 // plan's picture for long enough to hedge: for calmCalls in a row since
 // they last strayed from it, or since the plan.
-func (k *adaptiveKey) unsettled() bool { return k.calm.Load() < calmCalls }
+func (k *adaptiveKey) unsettled() bool {
+	return k.calm.Load() < calmCalls
+}
 
 // replan plans from what the key has learned since it last forgot. The
 // first plan after it forgot starts the watch afresh; later ones move the
@@ -110,11 +112,15 @@ func (k *adaptiveKey) unsettled() bool { return k.calm.Load() < calmCalls }
 // hold. Called with k.plan.mu held.
 func (k *adaptiveKey) replan() {
 	surv := k.plan.survival()
-	plan := k.plan.replanWithin(surv, k.budget())
-	if k.p75.Swap(int64(surv.quantileAt(1-planQuarter))) == 0 {
+	plan := k.plan.replanWithin(surv, k.budget(), planTie)
+	p75 := int64(surv.quantileAt(1 - planQuarter))
+	old := k.p75.Swap(p75)
+	if old == 0 {
 		k.share.Store(shareStart)
 		k.strays.Store(0)
 		k.calm.Store(0)
+	} else if (4*p75 > 5*old || 5*p75 < 4*old) && !k.winsClearly() {
+		k.calm.Store(0) // the picture moved, and hedges do not clearly pay
 	}
 	k.plan.plan.Store(&plan)
 }
@@ -143,6 +149,7 @@ func (k *adaptiveKey) forget() {
 	k.share.Store(shareStart)
 	k.strays.Store(0)
 	k.calm.Store(0)
+	k.bound.Store(0) // saved on an upstream that is gone
 	k.plan.plan.Store(&noPlan)
 }
 
@@ -158,4 +165,11 @@ func (s survival) quantileAt(q float64) time.Duration {
 		}
 	}
 	return bucketHi(numBuckets - 1)
+}
+
+// winsClearly reports whether at least half of the judged hedges won, out
+// of enough of them to tell.
+func (k *adaptiveKey) winsClearly() bool {
+	n := min(k.win.judged.Load(), uint64(k.s.win.samples))
+	return n >= k.s.win.first && 2*uint64(k.win.wins.Load()) >= n
 }

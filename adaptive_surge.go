@@ -11,7 +11,10 @@ import "time"
 // 1,024. While the short one is below 2/3 of the long one (calls arrive
 // more than 1.5 times as fast as they have been), the key sends no hedge;
 // after it, the recent primaries must match the plan for calmCalls in a
-// row before hedges go out again, as after any change.
+// row before hedges go out again, as after any change. (A client that
+// makes its calls one after another sees a surge when a run of them is
+// fast, and hedges less for a while: the cost of telling an overload in
+// 60 calls.)
 
 // The moving averages of the gap between calls, in ns: weights of
 // 1/2^gapShort and 1/2^gapLong per call, and the first gapWarm calls only

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tailcut/hedge"
@@ -104,17 +105,33 @@ func TestAdaptiveLooksTheKeyUpOncePerCall(t *testing.T) {
 	})
 }
 
-// The bound: a key starts with 1,000 calls' worth of Load and saves Load
-// per call, up to that; an extra attempt takes a whole attempt or is
-// refused, and a release gives it back. Keys have bounds of their own, up
-// to MaxKeys; keys past it share one.
+// settle makes ctx's key of a know the 90/10 upstream: 500 primaries to
+// plan on, and 250 that match the plan, after which it may hedge.
+func settle(a *hedge.Adaptive, ctx context.Context) {
+	for i := range 750 {
+		a.Learn(ctx, lab.FastSlow.Latency(i, 0), true)
+	}
+}
+
+// The bound: a settled key saves Load per call, up to 1,000 calls' worth;
+// an extra attempt takes a whole attempt or is refused, and a release
+// gives it back. Keys have bounds of their own, up to MaxKeys; keys past
+// it share one.
 func TestAdaptiveBound(t *testing.T) {
-	a := &hedge.Adaptive{Key: routeOf, MaxKeys: 2}
-	// hedges asks for a hedge after each of n calls of route, reporting
-	// each granted one as a win, and returns how many it granted.
-	hedges := func(route string, n int) int {
+	// A clock that stands still: calls that come all at once are no
+	// surge.
+	a := &hedge.Adaptive{Key: routeOf, MaxKeys: 2, Clock: clock.NewMock()}
+	for _, r := range []string{"/a", "/b", "/c"} {
+		settle(a, onRoute(r))
+	}
+	// hedges makes calls of route, quiet first, and then asking for a hedge
+	// each, which wins; it returns how many it granted.
+	hedges := func(route string, quiet, asking int) int {
 		ctx, granted := onRoute(route), 0
-		for range n {
+		for range quiet {
+			a.Allow(ctx, 0)
+		}
+		for range asking {
 			a.Allow(ctx, 0)
 			if a.Allow(ctx, 1) {
 				granted++
@@ -123,31 +140,52 @@ func TestAdaptiveBound(t *testing.T) {
 		}
 		return granted
 	}
-	// 1000 × 0.1 saved up front, then 0.1 per call (but for the first,
-	// which finds the bound full): 100 + 19.9.
-	if got := hedges("/a", 200); got != 119 {
-		t.Errorf("/a: %d hedges in 200 calls, want 119", got)
+	// 0.1 per call: the 10th call pays for the first hedge.
+	if got := hedges("/a", 0, 200); got != 20 {
+		t.Errorf("/a: %d hedges in 200 calls, want 20", got)
 	}
-	if got := hedges("/a", 1000); got != 100 {
-		t.Errorf("/a: %d hedges in 1,000 more calls, want 100", got)
+	// 1,000 quiet calls save 100, no more: 100 + 19.9.
+	if got := hedges("/a", 2000, 200); got != 119 {
+		t.Errorf("/a: %d hedges in 200 calls after 2,000 quiet ones, want 119", got)
 	}
 	ctx := onRoute("/a")
-	a.Allow(ctx, 0)
-	for range 9 {
-		a.Allow(ctx, 0)
-	}
+	a.Allow(ctx, 0) // 0.9 left, and 0.1: one attempt
 	granted := a.Allow(ctx, 1)
 	a.Release(ctx, 1)
 	if !granted || !a.Allow(ctx, 1) || a.Allow(ctx, 1) {
 		t.Error("/a: a released grant is not granted again")
 	}
-	// /b has a bound of its own; /c and /d share the overflow's.
-	if got := hedges("/b", 1); got != 1 {
+	// /b has a bound of its own; /c and /d share the overflow's, which
+	// /c settled.
+	if got := hedges("/b", 10, 1); got != 1 {
 		t.Errorf("/b: %d hedges, want 1", got)
 	}
-	// 100 saved up, and 199 × 0.1: the first call finds the bound full.
-	if got := hedges("/c", 100) + hedges("/d", 100); got != 119 {
-		t.Errorf("/c and /d past MaxKeys: %d hedges in 200 calls, want 119", got)
+	if got := hedges("/c", 0, 100) + hedges("/d", 0, 100); got != 20 {
+		t.Errorf("/c and /d past MaxKeys: %d hedges in 200 calls, want 20", got)
+	}
+}
+
+// A key that does not know its upstream yet saves nothing: a cold key
+// cannot burst.
+func TestAdaptiveBoundSavesOnlyWhenSettled(t *testing.T) {
+	a := &hedge.Adaptive{Clock: clock.NewMock()}
+	ctx := context.Background()
+	for range 2000 {
+		a.Allow(ctx, 0)
+	}
+	if a.Allow(ctx, 1) {
+		t.Error("a key that never learned granted a hedge")
+	}
+	settle(a, ctx)
+	for range 9 {
+		a.Allow(ctx, 0)
+	}
+	if a.Allow(ctx, 1) {
+		t.Error("9 calls after settling paid for a hedge")
+	}
+	a.Allow(ctx, 0)
+	if !a.Allow(ctx, 1) {
+		t.Error("10 calls after settling did not pay for a hedge")
 	}
 }
 
@@ -155,13 +193,9 @@ func TestAdaptiveBound(t *testing.T) {
 // and hedge get exactly what the calls saved.
 func TestAdaptiveBoundContention(t *testing.T) {
 	for round := range 50 {
-		a := &hedge.Adaptive{}
+		a := &hedge.Adaptive{Clock: clock.NewMock()}
 		ctx := context.Background()
-		for range 100 { // spend the 1,000 calls' worth saved up front
-			if a.Allow(ctx, 1) {
-				a.Done(ctx, 1, hedge.Accept)
-			}
-		}
+		settle(a, ctx)
 		var granted atomic.Int64
 		budgetRace(budgetRacers, func(int) {
 			for range 50 {
@@ -185,7 +219,7 @@ func TestAdaptiveBoundContention(t *testing.T) {
 }
 
 // A hedge that loses earns nothing: once a key's hedges have lost their
-// credit of 20, they go on only as probes, one per hundred calls. A hedge
+// credit of 10, they go on only as probes, one per hundred calls. A hedge
 // that a server sheds (it fails at once, retryable) is no loss: however
 // many are shed, none is refused while the bound has room.
 func TestAdaptiveWinRate(t *testing.T) {
@@ -194,12 +228,13 @@ func TestAdaptiveWinRate(t *testing.T) {
 		o    hedge.Outcome
 		want int
 	}{
-		{"hedges lose", hedge.Canceled, 20 + 9},
+		{"hedges lose", hedge.Canceled, 10 + 9},
 		{"hedges are shed", hedge.Retryable, 1000},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			a := &hedge.Adaptive{Load: 1}
+			a := &hedge.Adaptive{Load: 1, Clock: clock.NewMock()}
 			ctx := context.Background()
+			settle(a, ctx)
 			granted := 0
 			for range 1000 {
 				a.Allow(ctx, 0)
@@ -216,15 +251,14 @@ func TestAdaptiveWinRate(t *testing.T) {
 }
 
 // A hung upstream opens a key's breaker: its primaries, cut off by the
-// deadline, are failures. After 100 of them, OnOpen names the key, and the
-// key grants no hedge or retry for 5 s, then one trial, while another key
-// goes on as before.
+// deadline, are failures. After 100 of them, OnOpen names the key, while
+// another key goes on as before.
 func TestAdaptiveBreakerOpensOnAHungUpstream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var o opens
 		a := &hedge.Adaptive{Key: routeOf, OnOpen: o.onOpen}
 		p := hedge.Policy[int]{Delay: a, Budget: a, Timeout: 100 * ms}
-		hung, fine := onRoute("/hung"), onRoute("/fine")
+		fine := onRoute("/fine")
 		hang := func(ctx context.Context) (int, error) { return 0, lab.Wait(ctx, time.Hour) }
 		for range 100 {
 			if _, err := hedge.Do(context.WithValue(t.Context(), routeCtxKey{}, "/hung"), p, hang); err != context.DeadlineExceeded {
@@ -235,23 +269,22 @@ func TestAdaptiveBreakerOpensOnAHungUpstream(t *testing.T) {
 		if diff := cmp.Diff([]string{"/hung"}, o.keys); diff != "" {
 			t.Errorf("OnOpen calls (-want +got)\n%s", diff)
 		}
-		if a.Allow(hung, 1) {
-			t.Error("/hung, open: a retry granted")
+		// /fine knows its upstream, and the breaker of /hung is not its.
+		settle(a, fine)
+		for range 10 {
+			a.Allow(fine, 0)
 		}
 		if !a.Allow(fine, 1) {
 			t.Error("/fine: a retry refused")
 		}
-		time.Sleep(5 * time.Second)
-		if !a.Allow(hung, 1) || a.Allow(hung, 1) {
-			t.Error("/hung after the cooldown: want one trial granted")
-		}
 	})
 }
 
-// Through Do on the 90/10 upstream, one call after another: the first
-// plan, after 500 calls, hedges once just past the fast mode (Load 0.1
-// cannot afford two hedges), and from then on the calls spend at most
-// Load.
+// Through Do on the 90/10 upstream, one call after another: no hedge
+// goes out before the first plan (after 250 calls) has held for 250 more.
+// A new key plans within 0.8 × Load until its bound has saved up half of
+// what it may, then the plan hedges once just past the fast mode (Load
+// 0.1 cannot afford two hedges), and the calls spend Load.
 func TestAdaptiveLearnsThroughDo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := hedge.Auto[int]()
@@ -267,16 +300,17 @@ func TestAdaptiveLearnsThroughDo(t *testing.T) {
 		}
 		calls(0, 500)
 		if s := stats.Snapshot(); s.Attempts != 500 {
-			t.Errorf("the first 500 calls: %d attempts, want no hedge before the first plan", s.Attempts)
+			t.Errorf("the first 500 calls: %d attempts, want no hedge before the plan is known to hold", s.Attempts)
 		}
+		calls(500, 8000)
 		plan := p.Delay.(*hedge.Adaptive).Plan(context.Background())
 		if plan.Hedges != 1 || plan.Delay < 45*ms || plan.Delay > 450*ms {
-			t.Errorf("plan %+v, want one hedge between the modes", plan)
+			t.Errorf("after 8,000 calls: plan %+v, want one hedge between the modes", plan)
 		}
 		stats = hedge.Stats{}
-		calls(500, 2500)
-		if s := stats.Snapshot(); s.Amplification() > 1.1 || s.WinRate() < 0.8 {
-			t.Errorf("after the first plan: %.3f attempts per call, hedges won %.2f; want at most 1.1, and most hedges won",
+		calls(8000, 10000)
+		if s := stats.Snapshot(); s.Amplification() > 1.1 || s.Amplification() < 1.05 || s.WinRate() < 0.6 {
+			t.Errorf("calls 8,000 to 10,000: %.3f attempts per call, hedges won %.2f; want 1.05 to 1.1, and most hedges won",
 				s.Amplification(), s.WinRate())
 		}
 	})

@@ -366,11 +366,15 @@ func (st *plannerState) evaluate(s survival, q float64, d time.Duration, h int) 
 // target quantile, and among those within the buckets' resolution of it
 // the cheapest. Ties are judged against the least latency, not pairwise,
 // so that no chain of slightly cheaper plans walks away from it.
-func (st *plannerState) replan(s survival) Plan { return st.replanWithin(s, st.load) }
+func (st *plannerState) replan(s survival) Plan { return st.replanWithin(s, st.load, planTie) }
 
-// replanWithin is replan for a budget of load extra attempts per call.
-func (st *plannerState) replanWithin(s survival, load float64) Plan {
-	const tie = 1.02
+// planTie is how much above the least expected latency a cheaper plan may
+// be and still be chosen: the buckets' resolution, about.
+const planTie = 1.02
+
+// replanWithin is replan for a budget of load extra attempts per call,
+// taking the cheapest plan within tie × the least latency.
+func (st *plannerState) replanWithin(s survival, load, tie float64) Plan {
 	q := 1 - (1-st.target)*margin
 	none := st.evaluate(s, q, -1, 0)
 	least := none.Latency

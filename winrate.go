@@ -131,11 +131,12 @@ type WinRateBudget struct {
 // winRule is a WinRateBudget's settings, which apply to every key's
 // credit: an Adaptive keeps one too.
 type winRule struct {
-	probe   int64 // thousandths of a hedge each call adds
-	reward  int64 // thousandths of a hedge each win adds: 1/MinWinRate
-	burst   int64 // thousandths of a hedge: the most a key holds
-	min     int64 // MinWinRate in thousandths, rounded up
-	samples int   // judged hedges a key remembers
+	probe   int64  // thousandths of a hedge each call adds
+	reward  int64  // thousandths of a hedge each win adds: 1/MinWinRate
+	burst   int64  // thousandths of a hedge: the most a key holds
+	min     int64  // MinWinRate in thousandths, rounded up
+	samples int    // judged hedges a key remembers
+	first   uint64 // judged hedges before their rate counts: at least 1
 }
 
 // winCredit is one key's credit, in thousandths of a hedge, alone on its
@@ -190,6 +191,7 @@ func newWinRule(c WinRateConfig) (winRule, error) {
 		burst:   int64(orDefault(c.Burst, defaultBurst)) * milli,
 		min:     m,
 		samples: orDefault(c.Samples, defaultWinSamples),
+		first:   1,
 	}, nil
 }
 
@@ -280,10 +282,11 @@ func (r *winRule) take(c *winCredit, need int64) (ok, took bool) {
 }
 
 // winning reports whether at least need thousandths of c's judged hedges
-// won. Before any hedge has been judged, there is no rate to go by.
+// won. Before the rule has judged enough hedges, there is no rate to go
+// by.
 func (r *winRule) winning(c *winCredit, need int64) bool {
 	n := min(c.judged.Load(), uint64(r.samples))
-	return n > 0 && c.wins.Load()*milli >= need*int64(n)
+	return n >= r.first && c.wins.Load()*milli >= need*int64(n)
 }
 
 // done judges a hedge of c by its outcome; a win earns reward.
