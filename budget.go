@@ -20,9 +20,9 @@ import "context"
 //
 // ctx is the caller's context (the one passed to Do), so a budget can
 // keep one bound per route it finds there, as a breaker does. Do calls
-// both methods without holding any lock of its own, from the caller's
-// goroutine (Allow(0)) or an attempt's or timer's: they should be fast,
-// since an attempt waits for Allow. If Allow grants an attempt whose fn
+// both methods without holding any lock of its own, on the call's
+// goroutines (an attempt's or a timer's): they should be fast, since an
+// attempt waits for Allow. A slow one never holds Do past its deadline. If Allow grants an attempt whose fn
 // never runs because the call ended meanwhile, Do takes the grant back
 // with Release when the Budget is a Releaser, and with Done(k, Canceled)
 // otherwise. A panic in either is re-raised in the caller's

@@ -17,9 +17,10 @@ const DefaultDelay = 100 * time.Millisecond
 // calls Next as attempt k starts, when another attempt may follow it.
 //
 // ctx is the caller's context, so a source can keep one delay per route it
-// finds there. Next is called without any lock of Do's held, from the
-// caller's goroutine (k = 0) or a timer's or an attempt's: it must be fast
-// and safe for concurrent use. A panic in it is re-raised in the caller's
+// finds there. Next is called without any lock of Do's held, on one of
+// the call's goroutines (the primary's for k = 0, a timer's or an
+// attempt's): it must be fast and safe for concurrent use. A slow Next
+// holds back the attempts it is asked for, never Do's deadline. A panic in it is re-raised in the caller's
 // goroutine as a *PanicError; runtime.Goexit ends the call as an
 // attempt's would.
 type Delay interface {

@@ -35,7 +35,9 @@ var defaultDelay Delay = fixed(DefaultDelay)
 // first accepted or terminal result, or, when nothing is in flight and no
 // more attempts may start, the last retryable result as fn returned it.
 //
-// Attempt 0 starts at once. Attempt k+1 starts when attempt k has run for
+// Attempt 0 starts at once, on a goroutine of its own that first asks
+// p.Delay and p.Budget about it: a slow hook delays fn, never Do's
+// deadline. Attempt k+1 starts when attempt k has run for
 // p.Delay's delay for k, or at once when an attempt ends retryable, as long
 // as no result has been chosen, fewer than p.MaxAttempts have started,
 // p.Budget grants it, and at least half of that delay is left before the
@@ -133,27 +135,19 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		c.primary.deadline = dl.real
 	}
 
-	// The primary's hooks run here, on the caller's goroutine, before any
-	// other goroutine of the call exists.
-	d := time.Duration(-1)
-	if c.max > 1 || c.counts || c.budget != nil {
-		ok := c.guard(0, func() {
-			if c.max > 1 || c.counts {
-				d = c.starting(0)
-			}
-			if c.budget != nil {
-				c.budget.Allow(ctx, 0) // the primary always runs; a ratio budget counts the call
-			}
-		})
-		if !ok {
-			panic(c.panicked) // a hook panicked; a Goexit does not return here
-		}
-	}
-	// start arms the timer, whose step may run at once: from here on c is
-	// shared, and unlock starts the first hedge if it is due already.
+	// The primary's hooks, if it has any, run on its goroutine (see
+	// claimFirst), so that Do keeps the deadline while they do. The timer
+	// armed here may fire at once: from here on c is shared.
+	c.firstHooks = c.max > 1 || c.counts || c.budget != nil
 	c.mu.Lock()
 	c.runFirst.Store(true)
-	c.start(0, 0, d)
+	c.last, c.started, c.inflight = &c.primary, 1, 1
+	if c.firstHooks {
+		c.claiming = true
+		c.armFirst()
+	} else {
+		c.arm(0)
+	}
 	c.unlock()
 	go c.stepFn()
 	// The call stays linked to ctx until Do returns, and not after: a
