@@ -63,9 +63,12 @@ type Learner interface {
 
 // counter is a Delay of this package that counts the attempts it causes:
 // Do calls began(ctx, k) as attempt k starts (the primary included, first),
-// before Next. A Planner keeps what it spends to its Load with it.
+// before Next, and gaveBack(ctx, k) for an extra attempt k ≥ 1 that it
+// told began of but did not run, because the call ended first. A Planner
+// keeps what it spends to its Load with them.
 type counter interface {
 	began(ctx context.Context, k int)
+	gaveBack(ctx context.Context, k int)
 }
 
 // validator is a Delay of this package whose settings can be wrong; Do

@@ -21,11 +21,18 @@ func (c *call[T]) starting(k int) time.Duration {
 	return -1
 }
 
-// release returns the grant of attempt k, whose fn never ran because the
-// call ended first: Release if the budget takes grants back, Done(k,
+// release undoes the claim of attempt k, whose fn never ran because the
+// call ended first. A delay that counts attempts gets a hedge back. The
+// budget gets its grant back: Release if it takes grants back, Done(k,
 // Canceled) otherwise (and always for the primary, which Allow(0) does
 // not charge for).
 func (c *call[T]) release(k int) {
+	if c.counts && k > 0 {
+		// If began itself failed (a Keyed's Key panicked), the call has
+		// ended with that panic, and this one fails the same way, to no
+		// effect.
+		c.guard(k, func() { c.delay.(counter).gaveBack(c.parent(), k) })
+	}
 	if c.budget == nil {
 		return
 	}
