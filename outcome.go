@@ -16,10 +16,11 @@ const (
 	// are cancelled. A classifier's answer outside Accept, Retryable and
 	// Terminal is treated as Terminal.
 	Terminal
-	// Canceled is what Do reports to a Budget for an attempt it cancelled
-	// before the attempt answered: a loser, or an attempt cut off by the
-	// deadline or by the caller. Classifiers do not return it; if one does,
-	// Do treats it as Terminal.
+	// Canceled is what Do reports to a Budget for an attempt whose result
+	// did not count: a loser (also one that answered in the same instant
+	// as the winner), or an attempt cut off by the deadline or by the
+	// caller. Classifiers do not return it; if one does, Do treats it as
+	// Terminal.
 	Canceled
 	// Failed is a failure that starts nothing at once: the other attempts
 	// run on and the hedges already scheduled still come, but unlike
