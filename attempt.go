@@ -17,7 +17,7 @@ func (c *call[T]) run(a *attemptCtx) (next *attemptCtx) {
 		c.mu.Lock()
 		c.inflight--
 		c.unlock()
-		c.release(int(a.n))
+		c.release(c.local(a))
 		return nil
 	}
 	var r result[T]
@@ -113,7 +113,7 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 		defer c.drop(d)
 	}
 	if c.budget != nil {
-		c.tell(int(a.n), o, hold)
+		c.tell(c.local(a), o, hold)
 	}
 	if k > 0 {
 		return c.claim(k)
@@ -121,14 +121,14 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 	return nil
 }
 
-// tell reports to the budget that attempt n ended with o. hold says the
+// tell reports to the budget that attempt k ended with o. hold says the
 // attempt decided the call and Do waits for this report: then a panic or
 // runtime.Goexit in Done is the call's answer, as it would have been had
 // Done failed before the decision, and the value goes to Discard. A Done
 // that fails for any other attempt ends the call if it is undecided.
-func (c *call[T]) tell(n int, o Outcome, hold bool) {
+func (c *call[T]) tell(k int, o Outcome, hold bool) {
 	if !hold {
-		c.guard(n, func() { c.budget.Done(c.parent(), n, o) })
+		c.guard(k, func() { c.budget.Done(c.parent(), c.bn(k), o) })
 		return
 	}
 	ok := false
@@ -139,7 +139,7 @@ func (c *call[T]) tell(n int, o Outcome, hold bool) {
 		c.discarding--
 		if !ok && !c.abandoned && c.panicked == nil && !c.goexit {
 			if v != nil {
-				c.panicked = &PanicError{Attempt: n, Value: v, Stack: debug.Stack()}
+				c.panicked = &PanicError{Attempt: c.base() + k, Value: v, Stack: debug.Stack()}
 			}
 			c.goexit = v == nil
 			var zero T
@@ -154,7 +154,7 @@ func (c *call[T]) tell(n int, o Outcome, hold bool) {
 		c.mu.Unlock()
 		c.drop(d)
 	}()
-	c.budget.Done(c.parent(), n, o)
+	c.budget.Done(c.parent(), c.bn(k), o)
 	ok = true
 }
 
@@ -219,7 +219,7 @@ func (c *call[T]) keep(a *attemptCtx, r *result[T]) (k int, d drop[T]) {
 		c.kept = new(kept[T])
 	}
 	*c.kept = kept[T]{a, r.v, r.err, r.o}
-	if r.o == Retryable {
+	if r.o == Retryable && !c.looped {
 		c.retryDue++ // the next attempt starts now
 		k = c.due(c.clockNow())
 	}

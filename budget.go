@@ -34,8 +34,9 @@ import "context"
 // attempt's would.
 //
 // A retry loop draws on the same Budget by calling Allow(0) before its
-// first try and Allow(k) before its k-th retry, and Done(k, o) after every
-// try: Tries does this for the loop of a retry library.
+// first try and Allow(k) before each retry, k ≥ 1, and Done(k, o) after
+// every try: Tries does this for the loop of a retry library, and hands
+// the count to a Do that the try runs, so that a request is counted once.
 type Budget interface {
 	Allow(ctx context.Context, k int) bool
 	Done(ctx context.Context, k int, o Outcome)

@@ -64,10 +64,10 @@ type call[T any] struct {
 	kick      bool          // a step is due now; start it after unlocking
 	letGo     bool          // the call was just decided: let Do go after unlocking
 	hasSeen   bool          // seen holds this turn's clock reading
-	// firstHooks says the first step asks the primary's hooks before it
-	// runs fn: set by Do before any other goroutine exists, read-only
-	// after.
-	firstHooks bool
+	// Set by Do before any other goroutine exists, read-only after.
+	firstHooks bool // the first step asks the primary's hooks before it runs fn
+	looped     bool // the call is a try of a retry loop (Tries): the loop retries
+	granted    bool // and the loop's budget, Budget too, granted the primary
 	// runFirst says the primary is claimed and waits for a goroutine: the
 	// first step takes it without c.mu, which the fast path then takes
 	// only to record the answer.
@@ -269,7 +269,7 @@ func (c *call[T]) due(now time.Duration) int {
 // still undecided. It returns the attempt to run on this goroutine.
 func (c *call[T]) claim(k int) *attemptCtx {
 	granted := true
-	if c.budget != nil && !c.guard(k, func() { granted = c.budget.Allow(c.parent(), k) }) {
+	if c.budget != nil && !c.guard(k, func() { granted = c.budget.Allow(c.parent(), c.bn(k)) }) {
 		return nil
 	}
 	d := time.Duration(-1)
@@ -308,13 +308,20 @@ func (c *call[T]) claim(k int) *attemptCtx {
 // the call. Do waits meanwhile with the timer armed for the Timeout alone
 // (see claiming), so slow hooks do not hold it past the deadline. It
 // returns the primary to run, or nil if the call ended first.
-func (c *call[T]) claimFirst() *attemptCtx {
+func (c *call[T]) claimFirst() (a *attemptCtx) {
+	if c.granted {
+		defer func() {
+			if a == nil { // the hooks failed: the primary never runs
+				c.release(0)
+			}
+		}()
+	}
 	d := time.Duration(-1)
 	if !c.guard(0, func() {
 		if c.max > 1 || c.counts {
 			d = c.starting(0)
 		}
-		if c.budget != nil {
+		if c.budget != nil && !c.granted {
 			c.budget.Allow(c.parent(), 0) // the primary always runs; a ratio budget counts the call
 		}
 	}) {
@@ -348,7 +355,7 @@ func (c *call[T]) start(k int, now, d time.Duration) *attemptCtx {
 		a = &attemptCtx{parent: c.primary.parent, deadline: c.primary.deadline}
 		c.last.next = a
 	}
-	a.n, a.at = int32(k), now
+	a.n, a.at = c.primary.n+int32(k), now
 	c.last = a
 	c.started++
 	c.inflight++
@@ -407,7 +414,7 @@ const hookCheck = time.Millisecond
 // held.
 func (c *call[T]) armFirst() {
 	at := c.timeout
-	if c.clock == nil && c.timeout > hookCheck {
+	if c.clock == nil && c.timeout != never && c.timeout > hookCheck {
 		at = hookCheck
 	}
 	c.armAt(0, at)

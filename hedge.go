@@ -85,6 +85,14 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if ctx == nil {
 		panic("hedge: nil Context")
 	}
+	t := takeTry(ctx)
+	if t != nil { // the call is a try of a retry loop, which hears how it ended
+		if outcome != nil {
+			defer func() { *outcome = t.outcome }()
+		}
+		outcome = &t.outcome
+		*outcome = Terminal
+	}
 	if fn == nil {
 		return zero, ErrNilFunc
 	}
@@ -103,6 +111,10 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		discard: p.Discard, clock: p.Clock, max: int32(max), nextAt: never,
 	}
 	c.primary.parent = ctx
+	if t != nil {
+		c.primary.n, c.looped = int32(t.n), true
+		c.granted = sameBudget(c.budget, t.budget)
+	}
 	if c.delay == nil {
 		c.delay = defaultDelay
 	}
@@ -138,7 +150,10 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	// The primary's hooks, if it has any, run on its goroutine (see
 	// claimFirst), so that Do keeps the deadline while they do. The timer
 	// armed here may fire at once: from here on c is shared.
-	c.firstHooks = c.max > 1 || c.counts || c.budget != nil
+	if t != nil {
+		t.counted = c.granted // from here on, the loop's grant is the call's
+	}
+	c.firstHooks = c.max > 1 || c.counts || c.budget != nil && !c.granted
 	c.mu.Lock()
 	c.runFirst.Store(true)
 	c.last, c.started, c.inflight = &c.primary, 1, 1
@@ -168,6 +183,9 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if outcome != nil {
 		*outcome = c.outcome
 	}
+	if t != nil {
+		t.started = int(c.started)
+	}
 	var report Report
 	if p.Observer != nil {
 		report = Report{
@@ -176,7 +194,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 			BudgetRefusals: int(c.refusals), DeadlineSkips: int(c.skips), Panicked: pe != nil || goexit,
 		}
 		for a := c.primary.next; a != nil; a = a.next {
-			report.Started[a.n] = a.at
+			report.Started[c.local(a)] = a.at
 		}
 	}
 	c.val = zero // the call may outlive Do in a loser; do not pin the result
@@ -217,7 +235,8 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 }
 
 // PanicError is the value Do panics with when an attempt panicked: the
-// attempt, the value it panicked with and its goroutine's stack. Do makes a
+// attempt (its number as Attempt gives it), the value it panicked with
+// and its goroutine's stack. Do makes a
 // new one for each panic; it is not shared.
 type PanicError struct {
 	Attempt int

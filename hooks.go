@@ -36,11 +36,29 @@ func (c *call[T]) release(k int) {
 	if c.budget == nil {
 		return
 	}
-	if r, ok := c.budget.(Releaser); ok && k > 0 {
-		c.guard(k, func() { r.Release(c.parent(), k) })
+	n := c.bn(k)
+	if r, ok := c.budget.(Releaser); ok && n > 0 {
+		c.guard(k, func() { r.Release(c.parent(), n) })
 		return
 	}
-	c.guard(k, func() { c.budget.Done(c.parent(), k, Canceled) })
+	c.guard(k, func() { c.budget.Done(c.parent(), n, Canceled) })
+}
+
+// base returns the number of the call's primary: 0, or in a retry loop of
+// Tries, the try's (see Tries).
+func (c *call[T]) base() int { return int(c.primary.n) }
+
+// local returns the number of attempt a within the call.
+func (c *call[T]) local(a *attemptCtx) int { return int(a.n - c.primary.n) }
+
+// bn returns the number by which the budget knows attempt k of the call:
+// k, or, when the call is a try that the loop's budget granted, the
+// attempt's number across the loop.
+func (c *call[T]) bn(k int) int {
+	if c.granted {
+		return c.base() + k
+	}
+	return k
 }
 
 // guard runs one of the policy's hooks for attempt k (Delay.Next, or the
@@ -59,7 +77,7 @@ func (c *call[T]) guard(k int, hook func()) (ok bool) {
 		v := recover()
 		var pe *PanicError
 		if v != nil {
-			pe = &PanicError{Attempt: k, Value: v, Stack: debug.Stack()}
+			pe = &PanicError{Attempt: c.base() + k, Value: v, Stack: debug.Stack()}
 		}
 		var d drop[T]
 		c.mu.Lock()

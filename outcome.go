@@ -25,9 +25,10 @@ const (
 	// Failed is a failure that starts nothing at once: the other attempts
 	// run on and the hedges already scheduled still come, but unlike
 	// Retryable it does not start the next attempt now. If nothing else is
-	// left, Do returns it as it returns a Retryable result. A classifier
-	// returns it when a retry loop with backoff runs around Do, so that a
-	// failure is retried once, by the loop, not twice.
+	// left, Do returns it as it returns a Retryable result. A retry loop
+	// of Tries around Do treats every Retryable result so, without a
+	// classifier of its own: a failure is retried once, by the loop, after
+	// its backoff, not at once by Do as well.
 	Failed
 )
 
