@@ -3,6 +3,7 @@ package hedge_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -78,13 +79,13 @@ func TestSlowPrimaryHooksKeepTheDeadline(t *testing.T) {
 					ctx, cancel := dl.set(t.Context(), &p)
 					defer cancel()
 					start := time.Now()
-					ran := false
-					v, err := hedge.Do(ctx, p, func(context.Context) (int, error) { ran = true; return 7, nil })
+					var ran atomic.Bool
+					v, err := hedge.Do(ctx, p, func(context.Context) (int, error) { ran.Store(true); return 7, nil })
 					if at := time.Since(start); err != context.DeadlineExceeded || at != deadline {
 						t.Errorf("Do = %v, %v at %v; want context.DeadlineExceeded at %v", v, err, at, deadline)
 					}
 					time.Sleep(time.Second) // the hook returns, and the call lets go of the primary
-					if ran {
+					if ran.Load() {
 						t.Error("fn ran after the call's deadline")
 					}
 					b.mu.Lock()

@@ -3,6 +3,7 @@ package hedge_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -109,11 +110,16 @@ func TestTriesSpreadOverReplicas(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				start := time.Now()
-				var got trace
+				var (
+					mu  sync.Mutex
+					got trace
+				)
 				fetch := func(ctx context.Context) (string, error) {
 					k := hedge.Attempt(ctx)
+					mu.Lock()
 					got.Attempts = append(got.Attempts, k)
 					got.At = append(got.At, time.Since(start))
+					mu.Unlock()
 					time.Sleep(15 * ms)
 					if r := replicas[k%len(replicas)]; r == tt.up {
 						return r, nil
@@ -126,10 +132,13 @@ func TestTriesSpreadOverReplicas(t *testing.T) {
 					op = func(ctx context.Context) (string, error) { return hedge.Do(ctx, p, fetch) }
 				}
 				v, _, err := retryLoop(hedge.Tries(t.Context(), nil, op, markStop), 5)
-				got.V = v
 				if err != nil {
 					t.Fatal(err)
 				}
+				synctest.Wait() // the losers are through
+				mu.Lock()
+				defer mu.Unlock()
+				got.V = v
 				if diff := cmp.Diff(tt.want, got); diff != "" {
 					t.Errorf("(-want +got)\n%s", diff)
 				}

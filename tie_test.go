@@ -68,18 +68,29 @@ func TestTieLosersReachTheBudgetAsCanceled(t *testing.T) {
 	})
 }
 
-// slowDone takes a while to hear how an attempt ended.
+// slowDone takes a while to hear how an attempt ended, and notes when it
+// has, and what went to Discard.
 type slowDone struct {
-	wait  time.Duration
-	heard *time.Duration // when Done returned, from start
-	start time.Time
+	wait      time.Duration
+	start     time.Time
+	mu        sync.Mutex
+	heard     time.Duration // when Done returned, from start
+	discarded []int
 }
 
-func (slowDone) Allow(context.Context, int) bool { return true }
+func (*slowDone) Allow(context.Context, int) bool { return true }
 
-func (s slowDone) Done(context.Context, int, hedge.Outcome) {
+func (s *slowDone) Done(context.Context, int, hedge.Outcome) {
 	time.Sleep(s.wait)
-	*s.heard = time.Since(s.start)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.heard = time.Since(s.start)
+}
+
+func (s *slowDone) discard(v int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.discarded = append(s.discarded, v)
 }
 
 // The winner's Done comes after the decision, and Do waits for it, so
@@ -100,14 +111,9 @@ func TestDoWaitsForTheWinnersDoneUntilTheDeadline(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var heard time.Duration
-				var discarded []int
 				start := time.Now()
-				p := hedge.Policy[int]{
-					MaxAttempts: 1, Timeout: tt.timeout,
-					Budget:  slowDone{wait: 50 * ms, heard: &heard, start: start},
-					Discard: func(v int) { discarded = append(discarded, v) },
-				}
+				b := &slowDone{wait: 50 * ms, start: start}
+				p := hedge.Policy[int]{MaxAttempts: 1, Timeout: tt.timeout, Budget: b, Discard: b.discard}
 				v, err := hedge.Do(t.Context(), p, func(context.Context) (int, error) {
 					time.Sleep(10 * ms)
 					return 1, nil
@@ -117,8 +123,10 @@ func TestDoWaitsForTheWinnersDoneUntilTheDeadline(t *testing.T) {
 					t.Errorf("Do = %s at %v, want %s at %v", got, at, tt.want, tt.at)
 				}
 				time.Sleep(time.Second)
-				if heard != 60*ms || fmt.Sprint(discarded) != fmt.Sprint(tt.discard) {
-					t.Errorf("Done returned at %v, discarded %v; want 60ms and %v", heard, discarded, tt.discard)
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				if b.heard != 60*ms || fmt.Sprint(b.discarded) != fmt.Sprint(tt.discard) {
+					t.Errorf("Done returned at %v, discarded %v; want 60ms and %v", b.heard, b.discarded, tt.discard)
 				}
 			})
 		})
