@@ -103,22 +103,31 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 	c.hasSeen = false
 	c.unlock()
 	// Deferred: a Discard or a Done that calls runtime.Goexit must not keep
-	// the others from being counted through, or Do would wait for ever.
+	// own from being counted through, or Do would wait for it for ever.
 	defer c.drop(own)
 	if k > 0 && d.ok {
 		// Discard may be slow (draining a body): the next attempt must
 		// not wait for it.
 		go c.drop(d)
-	} else {
-		defer c.drop(d)
+		d = drop[T]{}
 	}
 	if c.budget != nil {
-		c.tell(c.local(a), o, hold)
+		c.tellThenDrop(c.local(a), o, hold, d)
+	} else {
+		c.drop(d)
 	}
 	if k > 0 {
 		return c.claim(k)
 	}
 	return nil
+}
+
+// tellThenDrop tells the budget how attempt k ended, then hands d to
+// Discard, also when Done calls runtime.Goexit. A function of its own, so
+// that the path without a budget keeps its frame small.
+func (c *call[T]) tellThenDrop(k int, o Outcome, hold bool, d drop[T]) {
+	defer c.drop(d)
+	c.tell(k, o, hold)
 }
 
 // tell reports to the budget that attempt k ended with o. hold says the

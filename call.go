@@ -66,8 +66,8 @@ type call[T any] struct {
 	hasSeen   bool          // seen holds this turn's clock reading
 	// Set by Do before any other goroutine exists, read-only after.
 	firstHooks bool // the first step asks the primary's hooks before it runs fn
-	looped     bool // the call is a try of a retry loop (Tries): the loop retries
-	granted    bool // and the loop's budget, Budget too, granted the primary
+	looped     bool // the call is a try of a retry loop (Tries), which retries
+	granted    bool // the loop's budget is the call's and granted the primary already
 	// runFirst says the primary is claimed and waits for a goroutine: the
 	// first step takes it without c.mu, which the fast path then takes
 	// only to record the answer.

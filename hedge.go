@@ -236,8 +236,8 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 
 // PanicError is the value Do panics with when an attempt panicked: the
 // attempt (its number as Attempt gives it), the value it panicked with
-// and its goroutine's stack. Do makes a
-// new one for each panic; it is not shared.
+// and its goroutine's stack. Do makes a new one for each panic; it is not
+// shared.
 type PanicError struct {
 	Attempt int
 	Value   any
