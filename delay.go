@@ -61,6 +61,20 @@ type Learner interface {
 	Learn(ctx context.Context, primary time.Duration, complete bool)
 }
 
+// quickDelay reports whether d is a delay of this package that runs no
+// code of the user's: its Next and began neither block nor panic.
+func quickDelay(d Delay) bool {
+	switch d := d.(type) {
+	case fixed:
+		return true
+	case *Percentile:
+		return d != nil
+	case *Planner:
+		return d != nil
+	}
+	return false
+}
+
 // counter is a Delay of this package that counts the attempts it causes:
 // Do calls began(ctx, k) as attempt k starts (the primary included, first),
 // before Next, and gaveBack(ctx, k) for an extra attempt k ≥ 1 that it

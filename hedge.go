@@ -147,21 +147,28 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		c.primary.deadline = dl.real
 	}
 
-	// The primary's hooks, if it has any, run on its goroutine (see
-	// claimFirst), so that Do keeps the deadline while they do. The timer
+	// The primary's hooks run on its goroutine (see claimFirst), so that
+	// Do keeps the deadline while they do; a delay of this package that
+	// calls no code of the user's cannot block, and Do asks it here, so
+	// that a hedge due at once is started with the primary. The timer
 	// armed here may fire at once: from here on c is shared.
 	if t != nil {
 		t.counted = c.granted // from here on, the loop's grant is the call's
 	}
-	c.firstHooks = c.max > 1 || c.counts || c.budget != nil && !c.granted
+	asks := c.max > 1 || c.counts
+	c.firstHooks = c.budget != nil && !c.granted || asks && !quickDelay(c.delay)
+	d := time.Duration(-1)
+	if asks && !c.firstHooks {
+		d = c.starting(0)
+	}
 	c.mu.Lock()
 	c.runFirst.Store(true)
-	c.last, c.started, c.inflight = &c.primary, 1, 1
 	if c.firstHooks {
+		c.last, c.started, c.inflight = &c.primary, 1, 1
 		c.claiming = true
 		c.armFirst()
 	} else {
-		c.arm(0)
+		c.start(0, 0, d) // unlock starts the first hedge if it is due already
 	}
 	c.unlock()
 	go c.stepFn()
