@@ -35,9 +35,9 @@ var defaultDelay Delay = fixed(DefaultDelay)
 // first accepted or terminal result, or, when nothing is in flight and no
 // more attempts may start, the last retryable result as fn returned it.
 //
-// Attempt 0 starts at once, on a goroutine of its own that first asks
-// p.Delay and p.Budget about it: a slow hook delays fn, never Do's
-// deadline. Attempt k+1 starts when attempt k has run for
+// Attempt 0 starts at once, on a goroutine of its own, which first asks
+// p.Delay and p.Budget about it if they may run code of the user's: a
+// slow hook delays fn, never Do's deadline. Attempt k+1 starts when attempt k has run for
 // p.Delay's delay for k, or at once when an attempt ends retryable, as long
 // as no result has been chosen, fewer than p.MaxAttempts have started,
 // p.Budget grants it, and at least half of that delay is left before the
