@@ -125,6 +125,8 @@ type try struct {
 
 type tryKey struct{}
 
+func (t *try) String() string { return fmt.Sprintf("%v.WithTry(%d)", t.Context, t.n) }
+
 func (t *try) Value(key any) any {
 	switch key {
 	case tryKey{}:
