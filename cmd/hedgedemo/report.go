@@ -47,8 +47,9 @@ type row struct {
 
 func (r row) p99() time.Duration { return percentiles(r.latencies, 0.99)[0] }
 
-// printTable writes the comparison of the runs, then a summary of the
-// run with the least p99 against the first.
+// printTable writes the comparison of the runs, failed calls counted in
+// a column and the first error of each run with any under the table,
+// then a summary of the run with the least p99 against the first.
 func printTable(w io.Writer, rows ...row) error {
 	// Numbers read best aligned right, names left: pad the names to one
 	// width so that right-aligning them changes nothing.
@@ -57,7 +58,7 @@ func printTable(w io.Writer, rows ...row) error {
 		nameWidth = max(nameWidth, len(r.name))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%*s\tp50\tp95\tp99\tp99.9\tmax\tamplification\thedge rate\twin rate\t\n", nameWidth, "")
+	fmt.Fprintf(tw, "%*s\tp50\tp95\tp99\tp99.9\tmax\tamplification\thedge rate\twin rate\tfailed\t\n", nameWidth, "")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%-*s\t", nameWidth, r.name)
 		for _, d := range percentiles(r.latencies, columns...) {
@@ -67,7 +68,7 @@ func printTable(w io.Writer, rows ...row) error {
 		if r.stats.Hedged > 0 {
 			winRate = percent(r.stats.WinRate())
 		}
-		fmt.Fprintf(tw, "%.2fx\t%s\t%s\t\n", r.stats.Amplification(), percent(r.stats.HedgeRate()), winRate)
+		fmt.Fprintf(tw, "%.2fx\t%s\t%s\t%d\t\n", r.stats.Amplification(), percent(r.stats.HedgeRate()), winRate, r.failures)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
