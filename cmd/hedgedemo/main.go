@@ -113,31 +113,10 @@ func run(ctx context.Context, cfg config, out, status io.Writer) (err error) {
 	defer transport.CloseIdleConnections()
 	client := &http.Client{Transport: transport}
 
-	planner := &hedge.Planner{Load: 0.15, Window: max(cfg.calls/2, 2)}
-	runs := []struct {
-		name, progress string
-		policy         hedge.Policy[*http.Response]
-		learns         bool // measured after a warm-up run of as many calls
-	}{
-		{"no hedging", "no hedging", newPolicy(1, hedge.Fixed(cfg.delay), cfg.timeout), false},
-		{"1 hedge after " + cfg.delay.String(), "one hedge", newPolicy(2, hedge.Fixed(cfg.delay), cfg.timeout), false},
-		// With 10% slow replies, 1% of calls draw a slow primary and a
-		// slow hedge: that is the p99 itself, so one hedge leaves p99 on a
-		// knife edge. A second hedge takes it off.
-		{"2 hedges, every " + cfg.delay.String(), "two hedges", newPolicy(3, hedge.Fixed(cfg.delay), cfg.timeout), false},
-		// The learned delays start cold, and under concurrency the first
-		// answers are the fast ones: the slow calls are still in flight.
-		// They are measured once they have seen the upstream.
-		{"Percentile{Quantile: 0.9}", "percentile", newPolicy(3, &hedge.Percentile{Quantile: 0.9}, cfg.timeout), true},
-		{"Planner{Load: 0.15}", "planner", newPolicy(3, planner, cfg.timeout), true},
-		// As a production client should run it: with the README's
-		// budget, which refuses nothing while the upstream is healthy.
-		{"Planner{0.15}, budgeted", "planner, budgeted", budgeted(newPolicy(3, &hedge.Planner{Load: 0.15, Window: max(cfg.calls/2, 2)}, cfg.timeout)), true},
-	}
 	probe := startLatenessProbe()
 	defer probe.end()
 	var rows []row
-	for _, r := range runs {
+	for _, r := range demoPolicies(cfg) {
 		obs, err := cfg.metrics.observer(r.name, r.policy.Delay)
 		if err != nil {
 			return err
@@ -149,11 +128,7 @@ func run(ctx context.Context, cfg config, out, status io.Writer) (err error) {
 			drive(ctx, client, srv.url, r.policy, cfg.calls, cfg.concurrency, newProgress(status, r.progress+" warm-up", cfg.calls))
 		}
 		got := drive(ctx, client, srv.url, r.policy, cfg.calls, cfg.concurrency, newProgress(status, r.progress, cfg.calls))
-		got.name = r.name
-		if pl, ok := r.policy.Delay.(*hedge.Planner); ok {
-			plan := pl.Plan()
-			got.name += fmt.Sprintf(": %d×%v", plan.Hedges, plan.Delay.Round(100*time.Microsecond))
-		}
+		got.name = r.rowName()
 		rows = append(rows, got)
 		if err := ctx.Err(); err != nil {
 			return err
@@ -170,6 +145,47 @@ func run(ctx context.Context, cfg config, out, status io.Writer) (err error) {
 		return err
 	}
 	return plotTailTo(cfg.plot, fmt.Sprintf("%s calls a policy, at concurrency %d", thousands(cfg.calls), cfg.concurrency), rows)
+}
+
+// demoPolicy is a row of the default run: a policy, and how it is
+// measured.
+type demoPolicy struct {
+	name, progress string
+	policy         hedge.Policy[*http.Response]
+	learns         bool // measured after a warm-up run of as many calls
+}
+
+// demoPolicies are the rows of the default run with cfg's delay, timeout
+// and number of calls, each made afresh.
+func demoPolicies(cfg config) []demoPolicy {
+	window := max(cfg.calls/2, 2)
+	return []demoPolicy{
+		{"no hedging", "no hedging", newPolicy(1, hedge.Fixed(cfg.delay), cfg.timeout), false},
+		{"1 hedge after " + cfg.delay.String(), "one hedge", newPolicy(2, hedge.Fixed(cfg.delay), cfg.timeout), false},
+		// With 10% slow replies, 1% of calls draw a slow primary and a
+		// slow hedge: that is the p99 itself, so one hedge leaves p99 on a
+		// knife edge. A second hedge takes it off.
+		{"2 hedges, every " + cfg.delay.String(), "two hedges", newPolicy(3, hedge.Fixed(cfg.delay), cfg.timeout), false},
+		// The learned delays start cold, and under concurrency the first
+		// answers are the fast ones: the slow calls are still in flight.
+		// They are measured once they have seen the upstream.
+		{"Percentile{Quantile: 0.9}", "percentile", newPolicy(3, &hedge.Percentile{Quantile: 0.9}, cfg.timeout), true},
+		{"Planner{Load: 0.15}", "planner", newPolicy(3, &hedge.Planner{Load: 0.15, Window: window}, cfg.timeout), true},
+		// As a production client should run it: with the README's
+		// budget, which refuses nothing while the upstream is healthy.
+		{"Planner{0.15}, budgeted", "planner, budgeted", budgeted(newPolicy(3, &hedge.Planner{Load: 0.15, Window: window}, cfg.timeout)), true},
+	}
+}
+
+// rowName is the name of p's row once it has run: a Planner's says the
+// plan it came to.
+func (p demoPolicy) rowName() string {
+	pl, ok := p.policy.Delay.(*hedge.Planner)
+	if !ok {
+		return p.name
+	}
+	plan := pl.Plan()
+	return p.name + fmt.Sprintf(": %d×%v", plan.Hedges, plan.Delay.Round(100*time.Microsecond))
 }
 
 // thousands writes n with a comma between each group of three digits:

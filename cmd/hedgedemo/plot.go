@@ -8,7 +8,7 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/tailcut/hedge/internal/chart"
 )
@@ -53,11 +53,13 @@ func plotTail(rows []row, subtitle string) (*plot.Plot, error) {
 	p.X.Label.Text = "percentile"
 	p.X.Min, p.X.Max = tailFrom, tailTo
 	p.X.Tick.Marker = tailTicks
-	var lines []any
+	p.Legend.Top, p.Legend.Left = false, false // where the lines are low and far right, nothing is: hedging leaves no tail there
+	p.Legend.XOffs, p.Legend.YOffs = -vg.Centimeter/2, vg.Centimeter/2
+	var lines []chart.Series
 	for _, r := range rows {
-		lines = append(lines, r.name, tailPoints(r.latencies))
+		lines = append(lines, chart.Series{Name: r.name, Points: tailPoints(r.latencies)})
 	}
-	if err := plotutil.AddLines(p, lines...); err != nil {
+	if err := chart.AddLines(p, false, lines...); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -89,17 +91,24 @@ func loadPoints(rows []loadRow) (names []string, points []plotter.XYs) {
 	return names, points
 }
 
-// plotLoad draws the sweep: each policy's p99 against the load, subtitle
-// saying what was run.
+// plotLoad draws the sweep, rows of one load or more: each policy's p99
+// against the load, subtitle saying what was run.
 func plotLoad(rows []loadRow, subtitle string) (*plot.Plot, error) {
 	p := chart.New("p99 under load, with and without hedging\n"+subtitle, "p99")
 	p.X.Label.Text = "ρ, the load that primaries alone put on the workers"
+	p.Legend.Top, p.Legend.Left = true, true // where the load is light and hedges cut p99 most
+	p.Legend.XOffs, p.Legend.YOffs = vg.Centimeter/2, -vg.Centimeter/4
 	names, points := loadPoints(rows)
-	var lines []any
-	for i, name := range names {
-		lines = append(lines, name, points[i])
+	var ticks plot.ConstantTicks // at the loads swept, not at round numbers between them
+	for _, pt := range points[0] {
+		ticks = append(ticks, plot.Tick{Value: pt.X, Label: fmt.Sprintf("%g", pt.X)})
 	}
-	if err := plotutil.AddLinePoints(p, lines...); err != nil {
+	p.X.Tick.Marker = ticks
+	var lines []chart.Series
+	for i, name := range names {
+		lines = append(lines, chart.Series{Name: name, Points: points[i]})
+	}
+	if err := chart.AddLines(p, true, lines...); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -81,6 +81,14 @@ func printTable(w io.Writer, rows ...row) error {
 	if len(rows) < 2 {
 		return nil
 	}
+	_, err := fmt.Fprintf(w, "\n%s\n", headline(rows...))
+	return err
+}
+
+// headline sums up rows, two at least: the run with the least p99
+// against the first, the table's baseline. "Percentile{Quantile: 0.9}:
+// p99 cut from 569ms to 80ms for 10.6% extra calls".
+func headline(rows ...row) string {
 	base, last := rows[0], rows[1]
 	for _, r := range rows[1:] {
 		if r.p99() < last.p99() {
@@ -92,9 +100,8 @@ func printTable(w io.Writer, rows ...row) error {
 		verb = "raised"
 	}
 	extra := last.stats.Amplification()/base.stats.Amplification() - 1
-	_, err := fmt.Fprintf(w, "\n%s: p99 %s from %v to %v for %s extra calls\n", last.name, verb,
+	return fmt.Sprintf("%s: p99 %s from %v to %v for %s extra calls", last.name, verb,
 		base.p99().Round(time.Millisecond), last.p99().Round(time.Millisecond), percent(extra))
-	return err
 }
 
 func percent(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }

@@ -6,6 +6,7 @@ package chart
 
 import (
 	"fmt"
+	"image/color"
 	"math"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // The size of every picture: 864 × 480 pixels as a PNG, at 96 dots per
@@ -25,19 +27,60 @@ const (
 	PixelsWide, PixelsHigh = 864, 480
 )
 
-// New returns a plot with title whose Y axis is a latency in
-// milliseconds on a log scale, with a grid behind whatever is added to
-// it and the legend at the top left, where a tail plot's lines are low.
+// New returns a plot with title whose Y axis, named yLabel, is a
+// latency in milliseconds on a log scale, with a grid behind whatever is
+// added to it.
 func New(title, yLabel string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = yLabel
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = LatencyTicks{}
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.XOffs = vg.Centimeter / 2
 	p.Add(plotter.NewGrid())
 	return p
+}
+
+// Series is one line of a picture: its name in the legend, and its
+// points.
+type Series struct {
+	Name   string
+	Points plotter.XYs
+}
+
+// colors tell the lines apart: the first, which is the baseline in every
+// picture (no hedging), in grey.
+var colors = []color.RGBA{
+	{0x55, 0x55, 0x55, 0xff}, {0x1f, 0x77, 0xb4, 0xff}, {0xff, 0x7f, 0x0e, 0xff}, {0x2c, 0xa0, 0x2c, 0xff},
+	{0xd6, 0x27, 0x28, 0xff}, {0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff},
+}
+
+// Color is the colour of the i-th line AddLines draws.
+func Color(i int) color.RGBA { return colors[i%len(colors)] }
+
+// AddLines draws each series as a line 1.5 points wide in a colour of
+// its own, Color(i) for the i-th, with a dot at each point if dots is
+// set, and names it in p's legend.
+func AddLines(p *plot.Plot, dots bool, series ...Series) error {
+	for i, s := range series {
+		line, err := plotter.NewLine(s.Points)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Name, err)
+		}
+		line.Color, line.Width = Color(i), vg.Points(1.5)
+		p.Add(line)
+		if !dots {
+			p.Legend.Add(s.Name, line)
+			continue
+		}
+		scatter, err := plotter.NewScatter(s.Points)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Name, err)
+		}
+		scatter.Color, scatter.Shape, scatter.Radius = Color(i), draw.CircleGlyph{}, vg.Points(3)
+		p.Add(scatter)
+		p.Legend.Add(s.Name, line, scatter)
+	}
+	return nil
 }
 
 // Millis is d in milliseconds, the unit of a latency axis; at least a
