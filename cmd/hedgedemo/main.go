@@ -3,7 +3,7 @@
 // slow, calls it many times without hedging and then with hedging, and
 // prints the latency percentiles and the extra load each way cost.
 //
-//	go run ./cmd/hedgedemo [-calls 1000] [-concurrency 50] [-delay 50ms]
+//	go run ./cmd/hedgedemo [-calls 1000] [-concurrency 50] [-delay 50ms] [-plot tail.png]
 //
 // With -load, the server has a fixed pool of workers and a FIFO queue in
 // front of them, so that a hedge costs the server what it would cost a
@@ -15,6 +15,12 @@
 // hedgehttp.Shedder in front of the pool.
 //
 //	go run ./cmd/hedgedemo -load [-workers 16] [-scale 0.2] [-shed] [-stopwork]
+//
+// Progress goes to standard error, as a bar on a terminal and as plain
+// lines in a log. A probe measures how late timers fire while the demo
+// runs, and the demo warns when that was late enough to spoil its
+// figures. -plot draws the latency of each policy by percentile, or with
+// -load its p99 against the load, as a PNG or an SVG.
 //
 // With -metrics, hedgeotel records every call of every row, keyed by the
 // row's name, and /metrics on that address serves them in the
