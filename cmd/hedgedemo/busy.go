@@ -26,20 +26,22 @@ type latenessProbe struct {
 	result lateness
 }
 
-// startLatenessProbe starts sampling every probeEvery until stop.
+// startLatenessProbe starts sampling every probeEvery until end.
 func startLatenessProbe() *latenessProbe {
 	p := &latenessProbe{stop: make(chan struct{}), done: make(chan []time.Duration, 1)}
 	go func() {
 		var late []time.Duration
+		due := time.Now().Add(probeEvery)
 		t := time.NewTimer(probeEvery)
 		defer t.Stop()
-		for due := time.Now().Add(probeEvery); ; due = time.Now().Add(probeEvery) {
+		for {
 			select {
 			case <-p.stop:
 				p.done <- late
 				return
 			case <-t.C:
 				late = append(late, time.Since(due))
+				due = time.Now().Add(probeEvery)
 				t.Reset(probeEvery)
 			}
 		}
@@ -53,8 +55,8 @@ type lateness struct {
 	p99, max time.Duration
 }
 
-// end stops the probe, once it has stopped sampling, and returns what
-// it measured; later calls return the same.
+// end stops the probe, waits until it has stopped sampling, and returns
+// what it measured; later calls return the same.
 func (p *latenessProbe) end() lateness {
 	p.once.Do(func() {
 		close(p.stop)

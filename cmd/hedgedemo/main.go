@@ -64,11 +64,18 @@ func main() {
 		cfg         config
 		metricsAddr string
 	)
-	newFlags(&cfg, &metricsAddr, flag.ExitOnError).Parse(os.Args[1:]) // ExitOnError: it returns no error
+	flags := newFlags(&cfg, &metricsAddr, flag.ExitOnError)
+	flags.Parse(os.Args[1:]) // ExitOnError: it returns no error
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := runMain(ctx, cfg, metricsAddr); err != nil {
+	var err error
+	if flags.NArg() > 0 {
+		err = fmt.Errorf("unexpected argument %q: hedgedemo takes flags only (-h lists them)", flags.Arg(0))
+	} else {
+		err = runMain(ctx, cfg, metricsAddr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "hedgedemo:", err)
 		os.Exit(1)
 	}

@@ -54,3 +54,14 @@ func TestUsage(t *testing.T) {
 		}
 	})
 }
+
+// TestRejectsArguments: the demo takes flags only, and says so of a word
+// it was given instead of running without it.
+func TestRejectsArguments(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-calls", "10", "load")
+	cmd.Env = append(os.Environ(), "HEDGEDEMO_RUN_MAIN=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `hedgedemo: unexpected argument "load"`) {
+		t.Errorf("hedgedemo -calls 10 load: %v\n%s", err, out)
+	}
+}
