@@ -114,6 +114,22 @@ func (o *outputs) deliver(r *received) {
 
 func codeOf(err error) codes.Code { return status.Code(err) }
 
+// callError returns the call's error as grpc-go's own calls return it
+// when the call's deadline passes or the caller gives up: contextError's
+// status for the caller's context, or codes.DeadlineExceeded for the
+// method's timeout, which hedge.Do keeps as the policy's Timeout and ends
+// with context.DeadlineExceeded. It returns nil for any other error,
+// which the call returns as it is.
+func callError(ctx context.Context, err error) error {
+	if cerr := contextError(ctx, err); cerr != nil {
+		return cerr
+	}
+	if err == context.DeadlineExceeded {
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return nil
+}
+
 // contextError returns the call's error as grpc-go's own calls return it
 // when the caller's context ends: a status with codes.DeadlineExceeded or
 // codes.Canceled and the context's cause as its message. hedge.Do returns

@@ -25,8 +25,9 @@ const DefaultMaxRetryRPCBufferSize = 256 << 10
 const frameHeader = 5
 
 // Stream is a grpc.StreamClientInterceptor. It hedges the streams of a
-// method with a policy, server-streaming, client-streaming and bidi
-// alike, as A6 says, and passes other streams to streamer unhedged.
+// method with a policy that hedges, server-streaming, client-streaming
+// and bidi alike, as A6 says, and passes other streams to streamer
+// unhedged.
 //
 // Until the call commits to one attempt, the stream keeps a copy
 // (proto.Clone) of every message the caller sends, and of its CloseSend,
@@ -55,6 +56,10 @@ const frameHeader = 5
 // primary took to commit. The caller's context ends every attempt, the
 // winner's too after the commit.
 //
+// The method's timeout in the service config bounds the whole call, the
+// committed stream included, from the call's start: when it passes, the
+// stream fails with codes.DeadlineExceeded.
+//
 // Stream returns once an attempt has opened its stream, or with the
 // call's error if the call failed before any could (a fatal code, or the
 // caller's context ending, as a status). grpc.Header, grpc.Trailer and
@@ -65,7 +70,7 @@ const frameHeader = 5
 func (in *Interceptor) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	t := in.table()
 	m := t.lookup(method)
-	if m == nil {
+	if m == nil || !m.hedged() {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
 	s := &stream{desc: desc, cc: cc, method: method, streamer: streamer,

@@ -61,8 +61,8 @@ func (s *stream) race() {
 	a, err := hedge.Do(&s.ctx, p, s.attempt)
 	decided = true
 	if err != nil {
-		if cerr := contextError(s.ctx.Context, err); cerr != nil {
-			a, err = nil, cerr // no attempt's answer: the caller's context ended
+		if cerr := callError(s.ctx.Context, err); cerr != nil {
+			a, err = nil, cerr // no attempt's answer: the call's deadline passed, or the caller gave up
 		}
 	}
 	s.decide(a, err, nil)

@@ -11,24 +11,29 @@ import (
 )
 
 // Unary is a grpc.UnaryClientInterceptor. It hedges method as its policy
-// says. It calls invoker once, unhedged, for a method without a policy,
-// and for a request or reply that is not a proto.Message (a custom
-// codec's), which it could neither copy nor make afresh for each attempt.
+// says. It calls invoker once, unhedged, for a method without a policy
+// that hedges, and for a request or reply that is not a proto.Message (a
+// custom codec's), which it could neither copy nor make afresh for each
+// attempt.
 //
 // Attempts send a copy of req, taken before the first one starts, and
 // receive into replies of their own: a loser may still be sending or
 // receiving after Unary returns, when the caller is free to reuse req and
 // reply. The copy costs one proto.Clone per call.
 //
-// When the caller's context ends first, Unary returns a status error with
-// codes.DeadlineExceeded or codes.Canceled, as grpc-go does. If an attempt
-// (that is, invoker) panics, Unary panics with a *hedge.PanicError.
+// The method's timeout in grpc-go's service config bounds the whole
+// call, as A6 says, not each attempt, as grpc-go alone would: when it
+// passes, Unary returns a status error with codes.DeadlineExceeded. So
+// does it when the caller's context's deadline passes, and one with
+// codes.Canceled when the caller cancels it, as grpc-go does. If an
+// attempt (that is, invoker) panics, Unary panics with a
+// *hedge.PanicError.
 func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	t := in.table()
 	m := t.lookup(method)
 	msg, ok := reply.(proto.Message)
 	reqMsg, reqOK := req.(proto.Message)
-	if m == nil || !ok || !reqOK {
+	if m == nil || !m.hedged() || !ok || !reqOK {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	// Everything attempts read of the caller's is copied here, before the
@@ -42,8 +47,8 @@ func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 	p.Budget = &c.throttle
 	a, err := hedge.Do(&c.ctx, p, c.attempt)
 	if err != nil {
-		if cerr := contextError(ctx, err); cerr != nil {
-			a, err = nil, cerr // no attempt's answer: the caller's context ended
+		if cerr := callError(ctx, err); cerr != nil {
+			a, err = nil, cerr // no attempt's answer: the call's deadline passed, or the caller gave up
 		}
 	}
 	if a != nil && c.out != nil {
