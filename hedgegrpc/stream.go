@@ -14,16 +14,6 @@ import (
 	"github.com/tailcut/hedge"
 )
 
-// DefaultMaxRetryRPCBufferSize is what a hedged stream buffers of the
-// messages it sent, per call, when the call has no
-// grpc.MaxRetryRPCBufferSize option: 256 KiB, grpc-go's own default for
-// its retries.
-const DefaultMaxRetryRPCBufferSize = 256 << 10
-
-// frameHeader is the gRPC length prefix of a message on the wire: grpc-go
-// counts it against the buffer limit, and so does a hedged stream.
-const frameHeader = 5
-
 // Stream is a grpc.StreamClientInterceptor. It hedges the streams of a
 // method with a policy that hedges, server-streaming, client-streaming
 // and bidi alike, as A6 says, and passes other streams to streamer
@@ -88,21 +78,6 @@ func (in *Interceptor) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 		return nil, s.failure()
 	}
 	return s, nil
-}
-
-// bufferLimit returns the last grpc.MaxRetryRPCBufferSize of opts, as
-// grpc-go applies it, or the default.
-func bufferLimit(opts []grpc.CallOption) int {
-	limit := DefaultMaxRetryRPCBufferSize
-	for _, o := range opts {
-		switch o := o.(type) {
-		case grpc.MaxRetryRPCBufferSizeCallOption:
-			limit = o.MaxRetryRPCBufferSize
-		case *grpc.MaxRetryRPCBufferSizeCallOption:
-			limit = o.MaxRetryRPCBufferSize
-		}
-	}
-	return limit
 }
 
 // stream is one hedged stream: the grpc.ClientStream the caller holds.

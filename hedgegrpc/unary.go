@@ -12,9 +12,12 @@ import (
 
 // Unary is a grpc.UnaryClientInterceptor. It hedges method as its policy
 // says. It calls invoker once, unhedged, for a method without a policy
-// that hedges, and for a request or reply that is not a proto.Message (a
+// that hedges; for a request or reply that is not a proto.Message (a
 // custom codec's), which it could neither copy nor make afresh for each
-// attempt.
+// attempt; and for a request whose proto.Size, plus the 5 bytes of its
+// frame header, exceeds the call's grpc.MaxRetryRPCBufferSize
+// (DefaultMaxRetryRPCBufferSize without it), which A6 sends once and
+// never again, as grpc-go's retries do.
 //
 // Attempts send a copy of req, taken before the first one starts, and
 // receive into replies of their own: a loser may still be sending or
@@ -33,7 +36,7 @@ func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 	m := t.lookup(method)
 	msg, ok := reply.(proto.Message)
 	reqMsg, reqOK := req.(proto.Message)
-	if m == nil || !m.hedged() || !ok || !reqOK {
+	if m == nil || !m.hedged() || !ok || !reqOK || proto.Size(reqMsg)+frameHeader > bufferLimit(opts) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	// Everything attempts read of the caller's is copied here, before the
