@@ -40,9 +40,10 @@ type Config struct {
 	Methods map[string]HedgingPolicy
 
 	// RetryThrottling, if set, throttles hedges on the channel with gRPC's
-	// token bucket (A6): failures with a non-fatal code drain it,
-	// successes refill it, and no hedge starts while half of it or less
-	// is left. Nil means no throttling.
+	// token bucket (A6): every call of the channel, hedged or not, counts
+	// in it, failures with a non-fatal code draining it and successes
+	// refilling it, and no hedge starts while half of it or less is left.
+	// Nil means no throttling.
 	RetryThrottling *RetryThrottling
 
 	// MaxAttemptsLimit caps every policy's MaxAttempts; larger values are
@@ -111,8 +112,12 @@ type HedgingPolicy struct {
 // RetryThrottling is gRFC A6's retryThrottling: a token bucket of
 // MaxTokens that every failure with a non-fatal code (or a pushback that
 // says not to retry) drains by one and every success refills by
-// TokenRatio. No hedge starts while MaxTokens/2 or fewer tokens are left.
-// The zero value is invalid.
+// TokenRatio, whatever the method, hedged or not. For a method that is
+// not hedged, the non-fatal codes are its policy's (that of a name with
+// MaxAttempts 1), or the retryableStatusCodes of the retryPolicy grpc-go
+// gives it; its call counts once, however often grpc-go retried it. No
+// hedge starts while MaxTokens/2 or fewer tokens are left. The zero value
+// is invalid.
 type RetryThrottling struct {
 	// MaxTokens is the bucket's size, in (0, 1000]. It starts full.
 	MaxTokens int

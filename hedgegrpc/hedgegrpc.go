@@ -72,7 +72,10 @@ import (
 // drains one token, an OK answer refills TokenRatio, fatal failures and
 // cancelled losers change nothing, and no hedge starts while MaxTokens/2
 // or fewer tokens are left. The first attempt always goes out. A stream
-// counts once it ends: OK refills, a non-fatal code drains.
+// counts once it ends: OK refills, a non-fatal code drains. Calls that
+// are not hedged count as well, once each, as A6 counts every call of the
+// channel: OK refills, and a failure drains if its code is non-fatal for
+// the method (see RetryThrottling) or its pushback says not to retry.
 //
 // Pushback: when an attempt fails and its trailer holds
 // grpc-retry-pushback-ms, a negative or malformed value stops the call's

@@ -2,6 +2,7 @@ package hedgegrpc_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -27,6 +28,8 @@ import (
 type probe struct {
 	healthpb.UnimplementedHealthServer
 	act func(ctx context.Context) error // nil: answer at once
+	// acts, if it has the call's name, replaces act for that call.
+	acts map[string]func(ctx context.Context) error
 	// then, if set, is what a Watch does once it sent its reply, before
 	// it ends the stream.
 	then func(ctx context.Context) error
@@ -42,11 +45,15 @@ func newProbe(act func(ctx context.Context) error) *probe {
 func (p *probe) serve(ctx context.Context, call string) error {
 	p.mu.Lock()
 	p.attempts[call]++
+	act := p.act
+	if a, ok := p.acts[call]; ok {
+		act = a
+	}
 	p.mu.Unlock()
-	if p.act == nil {
+	if act == nil {
 		return nil
 	}
-	return p.act(ctx)
+	return act(ctx)
 }
 
 func (p *probe) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
@@ -103,6 +110,10 @@ func probeFails(d time.Duration, c codes.Code) func(context.Context) error {
 	}
 }
 
+// unhedgedService is the name under which a probe serves the health
+// service a second time, for calls of a method that no test hedges.
+const unhedgedService = "probe.Unhedged"
+
 // probeEnv is a probe served over bufconn, which a synctest bubble runs
 // in virtual time, and a channel to it hedged by an Interceptor.
 type probeEnv struct {
@@ -124,6 +135,9 @@ func newProbeEnv(t *testing.T, p *probe, cfg hedgegrpc.Config, r *manual.Resolve
 	lis := bufconn.Listen(1 << 16)
 	gs := grpc.NewServer()
 	healthpb.RegisterHealthServer(gs, p)
+	again := healthpb.Health_ServiceDesc
+	again.ServiceName = unhedgedService
+	gs.RegisterService(&again, p)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -173,7 +187,9 @@ type outcome struct {
 }
 
 // call makes one call of method, "Check" or "Watch", named name, and
-// returns what happened. A Watch ends at its first reply.
+// returns what happened. A Watch ends at its first reply. "Unhedged"
+// calls Check of unhedgedService, and "UnhedgedWatch" its Watch, which
+// ends when the server ends it.
 func (e *probeEnv) call(ctx context.Context, method, name string) outcome {
 	req := &healthpb.HealthCheckRequest{Service: name}
 	var err error
@@ -184,6 +200,22 @@ func (e *probeEnv) call(ctx context.Context, method, name string) outcome {
 		var w healthpb.Health_WatchClient
 		if w, err = e.client.Watch(ctx, req); err == nil {
 			_, err = w.Recv()
+		}
+	case "Unhedged":
+		err = e.conn.Invoke(ctx, "/"+unhedgedService+"/Check", req, new(healthpb.HealthCheckResponse))
+	case "UnhedgedWatch":
+		var cs grpc.ClientStream
+		desc := &grpc.StreamDesc{ServerStreams: true}
+		if cs, err = e.conn.NewStream(ctx, desc, "/"+unhedgedService+"/Watch"); err == nil {
+			if err = cs.SendMsg(req); err == nil {
+				err = cs.CloseSend()
+			}
+			for err == nil {
+				err = cs.RecvMsg(new(healthpb.HealthCheckResponse))
+			}
+			if err == io.EOF {
+				err = nil
+			}
 		}
 	default:
 		panic("no method " + method)

@@ -17,7 +17,7 @@ import (
 // Stream is a grpc.StreamClientInterceptor. It hedges the streams of a
 // method with a policy that hedges, server-streaming, client-streaming
 // and bidi alike, as A6 says, and passes other streams to streamer
-// unhedged.
+// unhedged; those count in the token bucket when they end.
 //
 // Until the call commits to one attempt, the stream keeps a copy
 // (proto.Clone) of every message the caller sends, and of its CloseSend,
@@ -61,7 +61,7 @@ func (in *Interceptor) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 	t := in.table()
 	m := t.lookup(method)
 	if m == nil || !m.hedged() {
-		return streamer(ctx, desc, cc, method, opts...)
+		return t.onceStream(ctx, m, desc, cc, method, streamer, opts)
 	}
 	s := &stream{desc: desc, cc: cc, method: method, streamer: streamer,
 		limit: bufferLimit(opts), more: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}

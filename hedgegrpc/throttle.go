@@ -80,17 +80,15 @@ func (t *throttle) count(ctx context.Context, k int, o hedge.Outcome) {
 // attempt at once, as for any non-fatal failure, which is n ms after the
 // failure came, and schedules the ones after it from there.
 func (t *throttle) pushback(ctx context.Context, k int, trailer metadata.MD, err error) error {
-	v := trailer[pushbackKey]
-	if len(v) == 0 {
+	d, ok := pushbackOf(trailer)
+	switch {
+	case !ok:
 		return err
-	}
-	ms, perr := strconv.ParseInt(v[0], 10, 32)
-	if perr != nil || ms < 0 {
+	case d < 0:
 		t.stopped.Or(1 << k)
 		t.held.Or(stopBit)
 		return err
 	}
-	d := time.Duration(ms) * time.Millisecond
 	if !t.m.isNonFatal(codeOf(err)) || d == 0 || int(t.started.Load()) >= t.m.max || t.held.Load()&stopBit != 0 {
 		return err // nothing to wait for: no attempt will follow this one
 	}
@@ -108,6 +106,28 @@ func (t *throttle) pushback(ctx context.Context, k int, trailer metadata.MD, err
 	}
 	timer.Stop()
 	return err
+}
+
+// pushbackOf returns the pushback of trailer: the wait
+// grpc-retry-pushback-ms asks for, or -1 for a negative or malformed
+// value, which says not to retry; ok is false when there is none.
+func pushbackOf(trailer metadata.MD) (d time.Duration, ok bool) {
+	v := trailer[pushbackKey]
+	if len(v) == 0 {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(v[0], 10, 32)
+	if err != nil || ms < 0 {
+		return -1, true
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+// stopsHedging reports whether trailer holds a pushback that says not to
+// retry.
+func stopsHedging(trailer metadata.MD) bool {
+	d, ok := pushbackOf(trailer)
+	return ok && d < 0
 }
 
 // withPreviousAttempts sets grpc-previous-rpc-attempts to k on attempt k's

@@ -17,7 +17,8 @@ import (
 // attempt; and for a request whose proto.Size, plus the 5 bytes of its
 // frame header, exceeds the call's grpc.MaxRetryRPCBufferSize
 // (DefaultMaxRetryRPCBufferSize without it), which A6 sends once and
-// never again, as grpc-go's retries do.
+// never again, as grpc-go's retries do. Those calls count in the token
+// bucket too.
 //
 // Attempts send a copy of req, taken before the first one starts, and
 // receive into replies of their own: a loser may still be sending or
@@ -37,7 +38,7 @@ func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 	msg, ok := reply.(proto.Message)
 	reqMsg, reqOK := req.(proto.Message)
 	if m == nil || !m.hedged() || !ok || !reqOK || proto.Size(reqMsg)+frameHeader > bufferLimit(opts) {
-		return invoker(ctx, method, req, reply, cc, opts...)
+		return t.once(ctx, m, method, req, reply, cc, invoker, opts)
 	}
 	// Everything attempts read of the caller's is copied here, before the
 	// first starts: losers may run on after Unary returns.
