@@ -106,7 +106,7 @@ func (s *stream) attempt(ctx context.Context) (a *streamAttempt, err error) {
 	s.mu.Unlock()
 	defer s.leave(a, &err)
 
-	opts := s.out.ask(append(make([]grpc.CallOption, 0, len(s.opts)+4), s.opts...), &a.received, false)
+	opts := s.out.ask(append(make([]grpc.CallOption, 0, len(s.opts)+4), s.opts...), &a.received, false, false)
 	opts = append(opts, grpc.OnFinish(func(err error) { s.finished(a, err) }))
 	// The stream gets a context of its own: Do ends a loser's, but once
 	// it has returned, the caller's context ends the winner's only if it

@@ -40,8 +40,6 @@ func (m *method) outcome(err error) hedge.Outcome {
 	return hedge.Terminal
 }
 
-func (m *method) classifyUnary(_ *unaryAttempt, err error) hedge.Outcome { return m.outcome(err) }
-
 func (m *method) classifyStream(_ *streamAttempt, err error) hedge.Outcome { return m.outcome(err) }
 
 func (m *method) isNonFatal(c codes.Code) bool { return c < 32 && m.nonFatal&(1<<c) != 0 }

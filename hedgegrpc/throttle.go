@@ -33,7 +33,11 @@ type throttle struct {
 	bucket  *hedge.TokenBucket // nil: no throttling
 	started atomic.Int32       // attempts that have started
 	held    atomic.Uint32      // bit k: attempt k waits out a pushback; stopBit: no more hedges
-	stopped atomic.Uint32      // bit k: attempt k got a pushback that said stop
+	// drains has bit k set when attempt k's failure ends the call and
+	// yet drains the bucket: its pushback said stop (A6), or its code was
+	// non-fatal but it came after response headers, which committed the
+	// call to it.
+	drains atomic.Uint32
 }
 
 // Allow grants an extra attempt unless pushback holds it back or the
@@ -62,12 +66,13 @@ func (t *throttle) release(k int) {
 
 // count tells the token bucket how attempt k ended. A failure whose
 // pushback said stop counts as a failure even when its code was fatal
-// (A6).
+// (A6), and so does one with a non-fatal code that ended the call because
+// it came after headers.
 func (t *throttle) count(ctx context.Context, k int, o hedge.Outcome) {
 	if t.bucket == nil {
 		return
 	}
-	if o == hedge.Terminal && t.stopped.Load()&(1<<k) != 0 {
+	if o == hedge.Terminal && t.drains.Load()&(1<<k) != 0 {
 		o = hedge.Retryable
 	}
 	t.bucket.Done(ctx, k, o)
@@ -85,7 +90,7 @@ func (t *throttle) pushback(ctx context.Context, k int, trailer metadata.MD, err
 	case !ok:
 		return err
 	case d < 0:
-		t.stopped.Or(1 << k)
+		t.drains.Or(1 << k)
 		t.held.Or(stopBit)
 		return err
 	}

@@ -25,6 +25,17 @@ import (
 // receiving after Unary returns, when the caller is free to reuse req and
 // reply. The copy costs one proto.Clone per call.
 //
+// An attempt commits the call, as A6 says, once the server has sent
+// response headers; Unary learns of them only when the attempt ends,
+// since grpc-go shows a unary call's headers before its answer to its
+// stats handlers alone. So a failure that came after headers ends the
+// call, whatever its code, as grpc-go's own retries stop at one (a
+// handler that sets headers before it fails sends them first: fail with
+// trailers only to be hedged); but a primary that sent its headers early
+// and answers late is still hedged, and a hedge that answers first wins.
+// Servers send a unary call's headers with its answer unless a handler
+// sends them early, so the two rarely differ.
+//
 // The method's timeout in grpc-go's service config bounds the whole
 // call, as A6 says, not each attempt, as grpc-go alone would: when it
 // passes, Unary returns a status error with codes.DeadlineExceeded. So
@@ -98,10 +109,31 @@ func (c *call) attempt(ctx context.Context) (*unaryAttempt, error) {
 	a := &unaryAttempt{reply: c.replyType.New().Interface()}
 	// A slice per attempt: attempts appending to the shared c.opts would
 	// race for its spare capacity.
-	opts := c.out.ask(append(make([]grpc.CallOption, 0, len(c.opts)+3), c.opts...), &a.received, true)
+	// The header tells a failure after headers, which A6 commits to,
+	// from one with trailers only; it changes the outcome only of a
+	// failure whose code would let the call go on.
+	opts := c.out.ask(append(make([]grpc.CallOption, 0, len(c.opts)+3), c.opts...), &a.received, true, c.m.nonFatal != 0)
 	err := c.invoker(withPreviousAttempts(ctx, k), c.method, c.req, a.reply, c.cc, opts...)
-	if err != nil {
+	switch {
+	case err == nil:
+	case a.header != nil:
+		// The server sent headers before it failed, which committed the
+		// call to this attempt (A6): classify ends the call with it.
+		if c.m.isNonFatal(codeOf(err)) {
+			c.drains.Or(1 << k)
+		}
+	default:
 		err = c.pushback(ctx, k, a.trailer, err)
 	}
 	return a, err
+}
+
+// classify is the unary policies' classifier: the method's, except that
+// a failure that came after response headers ends the call, as grpc-go's
+// own retries stop at one.
+func (m *method) classifyUnary(a *unaryAttempt, err error) hedge.Outcome {
+	if err != nil && a.header != nil {
+		return hedge.Terminal
+	}
+	return m.outcome(err)
 }

@@ -1,0 +1,97 @@
+package hedgegrpc_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+
+	"github.com/tailcut/hedge/hedgegrpc"
+)
+
+// TestUnaryHeadersCommit: a unary attempt whose failure comes after the
+// server sent response headers was committed to (A6): its failure ends
+// the call, whatever its code, and cancels the other attempts, as
+// grpc-go's own retries stop at such a failure. A failure without headers
+// (trailers only) is hedged as before. A unary call learns of headers
+// only with its answer (see Interceptor.Unary): a primary that sends its
+// headers at once and its answer late is still hedged, and loses to a
+// hedge that answers first.
+func TestUnaryHeadersCommit(t *testing.T) {
+	const d = 50 * ms
+	policy := hedgegrpc.HedgingPolicy{MaxAttempts: 3, HedgingDelay: d, NonFatalStatusCodes: unavailable}
+	const c = "c"
+	tests := []struct {
+		name  string
+		steps []step
+		want  result
+	}{{
+		name:  "an UNAVAILABLE after headers is not hedged again",
+		steps: []step{{after: 10 * ms, code: codes.Unavailable, header: true}, ok(0), ok(0)},
+		want: result{Code: codes.Unavailable, Message: "c attempt 0", Trailer: []string{"0"}, At: 10 * ms, Events: []event{
+			{Call: c, Start: 0, End: 10 * ms},
+		}},
+	}, {
+		name:  "a hedge's UNAVAILABLE after headers ends the call and cancels the primary",
+		steps: []step{hang(), {after: 10 * ms, code: codes.Unavailable, header: true}, ok(0)},
+		want: result{Code: codes.Unavailable, Message: "c attempt 1", Trailer: []string{"1"}, At: d + 10*ms, Events: []event{
+			{Call: c, Start: 0, End: d + 10*ms, Canceled: true},
+			{Call: c, Attempt: 1, Previous: "1", Start: d, End: d + 10*ms},
+		}},
+	}, {
+		name:  "an UNAVAILABLE with trailers only starts the next attempt at once",
+		steps: []step{fail(10*ms, codes.Unavailable), ok(0), ok(0)},
+		want: result{Status: statusOf(1), Trailer: []string{"1"}, At: 10 * ms, Events: []event{
+			{Call: c, Start: 0, End: 10 * ms},
+			{Call: c, Attempt: 1, Previous: "1", Start: 10 * ms, End: 10 * ms},
+		}},
+	}, {
+		name:  "headers at once and the answer late: the hedge still goes out, and wins",
+		steps: []step{{after: 300 * ms, header: true}, ok(10 * ms), ok(0)},
+		want: result{Status: statusOf(1), Trailer: []string{"1"}, At: d + 10*ms, Events: []event{
+			{Call: c, Start: 0, End: d + 10*ms, Canceled: true},
+			{Call: c, Attempt: 1, Previous: "1", Start: d, End: d + 10*ms},
+		}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{"grpc.health.v1.Health/Check": policy}}
+				e := newEnv(t, cfg, map[string][]step{c: tt.steps})
+				if diff := cmp.Diff(tt.want, e.run(context.Background(), c)); diff != "" {
+					t.Errorf("(-want +got)\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+// TestUnaryHeadersCommitCounts: a failure after headers ends the call,
+// and yet counts in the token bucket by its code, as a committed
+// stream's end does: two such UNAVAILABLEs take a bucket of 4 to its
+// threshold, and the next slow call is not hedged.
+func TestUnaryHeadersCommitCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := &reports{}
+		cfg := hedgegrpc.Config{
+			Methods: map[string]hedgegrpc.HedgingPolicy{"grpc.health.v1.Health/Check": {
+				MaxAttempts: 2, HedgingDelay: 100 * ms, NonFatalStatusCodes: unavailable}},
+			RetryThrottling: &hedgegrpc.RetryThrottling{MaxTokens: 4, TokenRatio: 1},
+			Observer:        obs,
+		}
+		e := newEnv(t, cfg, map[string][]step{
+			"committed": {{code: codes.Unavailable, header: true}},
+			"slow":      {ok(500 * ms), ok(10 * ms)},
+		})
+		want := []call{
+			{Name: "committed", Code: codes.Unavailable, Attempts: 1}, // 4 → 3
+			{Name: "committed", Code: codes.Unavailable, Attempts: 1}, // 3 → 2
+			{Name: "slow", Attempts: 1, Refused: 1},                   // at the threshold: no hedge
+		}
+		if diff := cmp.Diff(want, runCalls(t, e, obs, "committed", "committed", "slow")); diff != "" {
+			t.Errorf("(-want +got)\n%s", diff)
+		}
+	})
+}
