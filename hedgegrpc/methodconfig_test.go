@@ -90,6 +90,9 @@ var scDocs = []struct {
 	{"a retried service, one method hedged", []scEntry{
 		{names: []string{nameHealth}, timeout: "1.1s", retry: true},
 		{names: []string{nameWatch}, timeout: "1.2s", hedge: 2}}},
+	{"a hedged method whose timeout of 0 fails every call at once", []scEntry{
+		{names: []string{nameCheck, nameWatch}, timeout: "0s", hedge: 2},
+		{names: []string{nameAll}, timeout: "1.2s", hedge: 3}}},
 	{"one entry for two methods, the default hedged", []scEntry{
 		{names: []string{nameCheck, nameWatch}, timeout: "1.1s"},
 		{names: []string{nameAll}, timeout: "1.2s", hedge: 4}}},
@@ -124,7 +127,10 @@ func TestMethodConfigAgreesWithGRPC(t *testing.T) {
 				continue
 			}
 			w := outcome{Code: codes.DeadlineExceeded, At: callerDeadline, Attempts: max(1, e.hedge)}
-			if bounded && d >= 0 {
+			switch {
+			case bounded && d == 0:
+				w.At, w.Attempts = 0, 0 // grpc-go fails the call before it sends it
+			case bounded && d > 0:
 				w.At = d
 			}
 			return w
