@@ -88,7 +88,9 @@ func benchChecks(b *testing.B, client healthpb.HealthClient) {
 // primary answers long before the hedging delay. "plain" is the same call
 // on a channel without the interceptor; "throttled" adds the token bucket;
 // "unhedged-throttled" is a call of a method no policy hedges on a
-// throttled channel, which the bucket counts.
+// throttled channel, which the bucket counts; "hedged-headers" adds
+// CommitOnHeaders, whose stats handler makes grpc-go build the events of
+// every call.
 func BenchmarkUnary(b *testing.B) {
 	const target = "passthrough:///bench"
 	throttling := &hedgegrpc.RetryThrottling{MaxTokens: 10, TokenRatio: 0.1}
@@ -107,6 +109,7 @@ func BenchmarkUnary(b *testing.B) {
 		{"hedged", benchHedged(b, target, nil)},
 		{"hedged-throttled", benchHedged(b, target, throttling)},
 		{"unhedged-throttled", unhedged.DialOptions(target)},
+		{"hedged-headers", append(benchHedged(b, target, nil), grpc.WithStatsHandler(hedgegrpc.CommitOnHeaders()))},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			benchChecks(b, benchClient(b, bb.opts...))

@@ -2,11 +2,14 @@ package hedgegrpc_test
 
 import (
 	"context"
+	"net"
 	"testing"
 	"testing/synctest"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/tailcut/hedge/hedgegrpc"
 )
@@ -15,10 +18,10 @@ import (
 // server sent response headers was committed to (A6): its failure ends
 // the call, whatever its code, and cancels the other attempts, as
 // grpc-go's own retries stop at such a failure. A failure without headers
-// (trailers only) is hedged as before. A unary call learns of headers
-// only with its answer (see Interceptor.Unary): a primary that sends its
-// headers at once and its answer late is still hedged, and loses to a
-// hedge that answers first.
+// (trailers only) is hedged as before. Without CommitOnHeaders, a unary
+// call learns of headers only with its answer (see Interceptor.Unary): a
+// primary that sends its headers at once and its answer late is still
+// hedged, and loses to a hedge that answers first.
 func TestUnaryHeadersCommit(t *testing.T) {
 	const d = 50 * ms
 	policy := hedgegrpc.HedgingPolicy{MaxAttempts: 3, HedgingDelay: d, NonFatalStatusCodes: unavailable}
@@ -94,4 +97,67 @@ func TestUnaryHeadersCommitCounts(t *testing.T) {
 			t.Errorf("(-want +got)\n%s", diff)
 		}
 	})
+}
+
+// TestCommitOnHeaders: with CommitOnHeaders on the channel, a unary call
+// commits to the first attempt whose response headers arrive, as A6
+// says: no hedge starts after, the attempts in flight are cancelled at
+// once, and the committed attempt's answer ends the call, whatever it is.
+// A trailers-only failure commits nothing.
+func TestCommitOnHeaders(t *testing.T) {
+	const d = 50 * ms
+	policy := hedgegrpc.HedgingPolicy{MaxAttempts: 3, HedgingDelay: d, NonFatalStatusCodes: unavailable}
+	const c = "c"
+	tests := []struct {
+		name  string
+		steps []step
+		want  result
+	}{{
+		name:  "headers at once, the answer at 300ms: no hedge",
+		steps: []step{{header: true, after: 300 * ms}, ok(0), ok(0)},
+		want: result{Status: statusOf(0), Trailer: []string{"0"}, At: 300 * ms, Events: []event{
+			{Call: c, Start: 0, End: 300 * ms},
+		}},
+	}, {
+		name:  "the primary's headers cancel a hedge in flight, which would have answered first",
+		steps: []step{{header: true, headerAfter: 60 * ms, after: 240 * ms}, ok(50 * ms), ok(0)},
+		want: result{Status: statusOf(0), Trailer: []string{"0"}, At: 300 * ms, Events: []event{
+			{Call: c, Start: 0, End: 300 * ms},
+			{Call: c, Attempt: 1, Previous: "1", Start: d, End: 60 * ms, Canceled: true},
+		}},
+	}, {
+		name:  "a hedge's headers cancel the primary and hold back the next hedge",
+		steps: []step{hang(), {header: true, after: 250 * ms}, ok(0)},
+		want: result{Status: statusOf(1), Trailer: []string{"1"}, At: 300 * ms, Events: []event{
+			{Call: c, Start: 0, End: d, Canceled: true},
+			{Call: c, Attempt: 1, Previous: "1", Start: d, End: 300 * ms},
+		}},
+	}, {
+		name:  "an UNAVAILABLE after headers ends the call",
+		steps: []step{{header: true, after: 100 * ms, code: codes.Unavailable}, ok(0), ok(0)},
+		want: result{Code: codes.Unavailable, Message: "c attempt 0", Trailer: []string{"0"}, At: 100 * ms, Events: []event{
+			{Call: c, Start: 0, End: 100 * ms},
+		}},
+	}, {
+		name:  "an UNAVAILABLE with trailers only commits nothing",
+		steps: []step{fail(10*ms, codes.Unavailable), ok(0), ok(0)},
+		want: result{Status: statusOf(1), Trailer: []string{"1"}, At: 10 * ms, Events: []event{
+			{Call: c, Start: 0, End: 10 * ms},
+			{Call: c, Attempt: 1, Previous: "1", Start: 10 * ms, End: 10 * ms},
+		}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{"grpc.health.v1.Health/Check": policy}}
+				lis := bufconn.Listen(1 << 16)
+				e := start(t, cfg, map[string][]step{c: tt.steps}, lis, "passthrough:///bufconn",
+					grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+					grpc.WithStatsHandler(hedgegrpc.CommitOnHeaders()))
+				if diff := cmp.Diff(tt.want, e.run(context.Background(), c)); diff != "" {
+					t.Errorf("(-want +got)\n%s", diff)
+				}
+			})
+		})
+	}
 }

@@ -54,8 +54,8 @@ type Config struct {
 
 	// Observer, if set, receives a hedge.Report for every hedged call
 	// (*hedge.Stats counts hedge rate, win rate and amplification). Its
-	// BudgetRefusals count hedges that throttling or server pushback held
-	// back. For a stream, the report covers the race until the call
+	// BudgetRefusals count hedges that throttling, server pushback or a
+	// commit held back. For a stream, the report covers the race until the call
 	// committed to one attempt. It must be safe for concurrent use.
 	Observer hedge.Observer
 

@@ -35,9 +35,11 @@ type step struct {
 	code     codes.Code    // the answer: OK, or a failure
 	pushback string        // grpc-retry-pushback-ms in the trailer, if set
 	blank    bool          // answer an empty reply, not ServingStatus(attempt+1)
-	// header sends the header at once, before the answer, whatever it is:
-	// a failure then comes after headers, not as a trailers-only response.
-	header bool
+	// header sends the header before the answer, whatever it is, after
+	// headerAfter: a failure then comes after headers, not as a
+	// trailers-only response. The answer comes after that, and after.
+	header      bool
+	headerAfter time.Duration
 	// awaitPrimary makes the handler first wait until the handler of the
 	// same call's attempt 0 has started: a test over TCP orders attempts
 	// with it instead of with time.
@@ -130,6 +132,13 @@ func (s *server) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*
 	grpc.SetTrailer(ctx, tag)
 
 	if st.header {
+		select {
+		case <-time.After(st.headerAfter):
+		case <-ctx.Done():
+			e.End, e.Canceled = time.Since(s.t0), true
+			s.add(e)
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
 		if err := grpc.SendHeader(ctx, tag); err != nil {
 			return nil, err
 		}

@@ -66,7 +66,7 @@ func (in *Interceptor) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 	s := &stream{desc: desc, cc: cc, method: method, streamer: streamer,
 		limit: bufferLimit(opts), more: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
 	s.m, s.bucket = m, t.bucket
-	s.ctx = callCtx{ctx, method}
+	s.ctx = callCtx{ctx, method, nil}
 	s.opts, s.out = split(opts)
 	go s.race()
 	<-s.ready

@@ -38,12 +38,16 @@ type throttle struct {
 	// non-fatal but it came after response headers, which committed the
 	// call to it.
 	drains atomic.Uint32
+	// commit is k+1 once attempt k received response headers and so
+	// committed the call (A6), 0 before; only CommitOnHeaders sets it.
+	commit atomic.Int32
+	lost   atomic.Uint32 // bit k: attempt k ended after the call committed to another
 }
 
-// Allow grants an extra attempt unless pushback holds it back or the
-// token bucket refuses it.
+// Allow grants an extra attempt unless the call has committed, pushback
+// holds it back or the token bucket refuses it.
 func (t *throttle) Allow(ctx context.Context, k int) bool {
-	if k >= 1 && t.held.Load() != 0 {
+	if k >= 1 && (t.held.Load() != 0 || t.commit.Load() != 0) {
 		return false
 	}
 	return t.bucket == nil || t.bucket.Allow(ctx, k)
@@ -69,8 +73,8 @@ func (t *throttle) release(k int) {
 // (A6), and so does one with a non-fatal code that ended the call because
 // it came after headers.
 func (t *throttle) count(ctx context.Context, k int, o hedge.Outcome) {
-	if t.bucket == nil {
-		return
+	if t.bucket == nil || t.lost.Load()&(1<<k) != 0 {
+		return // a loser to a commit says nothing of the server, as a cancelled one does not
 	}
 	if o == hedge.Terminal && t.drains.Load()&(1<<k) != 0 {
 		o = hedge.Retryable

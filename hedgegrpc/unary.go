@@ -2,6 +2,7 @@ package hedgegrpc
 
 import (
 	"context"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -26,15 +27,16 @@ import (
 // reply. The copy costs one proto.Clone per call.
 //
 // An attempt commits the call, as A6 says, once the server has sent
-// response headers; Unary learns of them only when the attempt ends,
-// since grpc-go shows a unary call's headers before its answer to its
-// stats handlers alone. So a failure that came after headers ends the
-// call, whatever its code, as grpc-go's own retries stop at one (a
-// handler that sets headers before it fails sends them first: fail with
-// trailers only to be hedged); but a primary that sent its headers early
-// and answers late is still hedged, and a hedge that answers first wins.
-// Servers send a unary call's headers with its answer unless a handler
-// sends them early, so the two rarely differ.
+// response headers. Unary learns of them when the attempt ends, unless
+// the channel has CommitOnHeaders, since grpc-go shows a unary call's
+// headers before its answer to its stats handlers alone. So a failure
+// that came after headers ends the call, whatever its code, as grpc-go's
+// own retries stop at one (a handler that sets headers before it fails
+// sends them first: fail with trailers only to be hedged); but without
+// CommitOnHeaders, a primary that sent its headers early and answers late
+// is still hedged, and a hedge that answers first wins. Servers send a
+// unary call's headers with its answer unless a handler sends them early,
+// so the two rarely differ.
 //
 // The method's timeout in grpc-go's service config bounds the whole
 // call, as A6 says, not each attempt, as grpc-go alone would: when it
@@ -56,7 +58,7 @@ func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 	c := &call{invoker: invoker, cc: cc, method: method,
 		req: proto.Clone(reqMsg), replyType: msg.ProtoReflect().Type()}
 	c.m, c.bucket = m, t.bucket
-	c.ctx = callCtx{ctx, method}
+	c.ctx = callCtx{ctx, method, c}
 	c.opts, c.out = split(opts)
 	p := m.unary
 	p.Budget = &c.throttle
@@ -86,7 +88,18 @@ func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 type unaryAttempt struct {
 	reply proto.Message
 	received
+	commit commitState // what CommitOnHeaders had seen when the attempt ended
 }
+
+// commitState is whether a call had committed when one of its attempts
+// ended, and to which attempt.
+type commitState int8
+
+const (
+	uncommitted commitState = iota
+	committedHere
+	committedElsewhere
+)
 
 // call is one hedged unary call. Its throttle is the call's hedge.Budget.
 type call struct {
@@ -99,6 +112,7 @@ type call struct {
 	replyType protoreflect.MessageType // the caller's reply's, which attempts never touch
 	opts      []grpc.CallOption        // a copy of the caller's, less those in out
 	out       *outputs                 // nil: the caller asked for none
+	watch     atomic.Pointer[watch]    // made when CommitOnHeaders tags the first attempt
 }
 
 // attempt is the function hedge.Do runs for each attempt.
@@ -114,9 +128,19 @@ func (c *call) attempt(ctx context.Context) (*unaryAttempt, error) {
 	// failure whose code would let the call go on.
 	opts := c.out.ask(append(make([]grpc.CallOption, 0, len(c.opts)+3), c.opts...), &a.received, true, c.m.nonFatal != 0)
 	err := c.invoker(withPreviousAttempts(ctx, k), c.method, c.req, a.reply, c.cc, opts...)
+	c.untag(k)
+	switch n := c.commit.Load(); {
+	case n == 0:
+	case int(n) == k+1:
+		a.commit = committedHere
+	default:
+		a.commit = committedElsewhere
+		c.lost.Or(1 << k)
+		return a, err
+	}
 	switch {
 	case err == nil:
-	case a.header != nil:
+	case a.commit == committedHere, a.header != nil:
 		// The server sent headers before it failed, which committed the
 		// call to this attempt (A6): classify ends the call with it.
 		if c.m.isNonFatal(codeOf(err)) {
@@ -128,11 +152,16 @@ func (c *call) attempt(ctx context.Context) (*unaryAttempt, error) {
 	return a, err
 }
 
-// classify is the unary policies' classifier: the method's, except that
-// a failure that came after response headers ends the call, as grpc-go's
-// own retries stop at one.
+// classifyUnary is the unary policies' classifier: the method's, except
+// that a failure that came after response headers ends the call, as
+// grpc-go's own retries stop at one, and that an attempt that ended after
+// another committed the call decides nothing: the committed one's answer
+// ends the call.
 func (m *method) classifyUnary(a *unaryAttempt, err error) hedge.Outcome {
-	if err != nil && a.header != nil {
+	switch {
+	case a.commit == committedElsewhere:
+		return hedge.Failed
+	case err != nil && (a.commit == committedHere || a.header != nil):
 		return hedge.Terminal
 	}
 	return m.outcome(err)
