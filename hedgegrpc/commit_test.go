@@ -5,10 +5,14 @@ import (
 	"net"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/tailcut/hedge/hedgegrpc"
@@ -160,4 +164,43 @@ func TestCommitOnHeaders(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestCommitOnHeadersOnlyByTheAttempt: an RPC of another method that an
+// interceptor after the Interceptor's makes with an attempt's context
+// (fetching a token, say) has headers of its own, which commit nothing:
+// the slow primary is still hedged, and the hedge wins.
+func TestCommitOnHeadersOnlyByTheAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newProbe(func(ctx context.Context) error {
+			if len(metadata.ValueFromIncomingContext(ctx, "grpc-previous-rpc-attempts")) == 0 {
+				<-ctx.Done() // the primary stalls
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			return nil
+		})
+		p.acts = map[string]func(context.Context) error{"token": nil}
+		var conn *grpc.ClientConn
+		nested := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if method == check {
+				w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{Service: "token"})
+				if err == nil {
+					_, err = w.Recv()
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		cfg := hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{check: {MaxAttempts: 2, HedgingDelay: 50 * ms}}}
+		e := newProbeEnv(t, p, cfg, nil, grpc.WithChainUnaryInterceptor(nested), grpc.WithStatsHandler(hedgegrpc.CommitOnHeaders()))
+		conn = e.conn
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		got := e.call(ctx, "Check", "c")
+		if diff := cmp.Diff(outcome{Code: codes.OK, At: 50 * ms, Attempts: 2}, got); diff != "" {
+			t.Errorf("(-want +got)\n%s", diff)
+		}
+	})
 }

@@ -124,9 +124,10 @@ type probeEnv struct {
 }
 
 // newProbeEnv serves p and dials it with the options of an Interceptor
-// made from cfg. With r, the channel resolves through r, which the test
-// may push states through; r's initial state is the server's address.
-func newProbeEnv(t *testing.T, p *probe, cfg hedgegrpc.Config, r *manual.Resolver) *probeEnv {
+// made from cfg, and then dial. With r, the channel resolves through r,
+// which the test may push states through; r's initial state is the
+// server's address.
+func newProbeEnv(t *testing.T, p *probe, cfg hedgegrpc.Config, r *manual.Resolver, dial ...grpc.DialOption) *probeEnv {
 	t.Helper()
 	in, err := hedgegrpc.New(cfg)
 	if err != nil {
@@ -153,7 +154,7 @@ func newProbeEnv(t *testing.T, p *probe, cfg hedgegrpc.Config, r *manual.Resolve
 	opts := append(in.DialOptions(target, resolvers...),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	conn, err := grpc.NewClient(target, opts...)
+	conn, err := grpc.NewClient(target, append(opts, dial...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
