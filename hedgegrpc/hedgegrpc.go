@@ -21,8 +21,9 @@
 // caller's, or the method's timeout in the service config, counted from
 // the start of the call, if that comes first (grpc-go alone would give
 // each copy a timeout of its own).
-// The first copy to answer (OK, for a unary call; response headers, for a
-// stream) wins and cancels the others. A non-fatal code starts the next
+// The first copy to answer (OK, for a unary call, or response headers
+// with CommitOnHeaders on the channel; response headers, for a stream)
+// wins and cancels the others. A non-fatal code starts the next
 // copy at once (later ones follow at hedgingDelay from there); any other
 // code cancels the others and is returned. When every copy failed, the
 // last failure is returned. Copies after the first carry
