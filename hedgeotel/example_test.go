@@ -45,7 +45,15 @@ func ExampleNew() {
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		switch data := m.Data.(type) {
 		case metricdata.Histogram[float64]:
-			fmt.Printf("%s: %d calls\n", m.Name, data.DataPoints[0].Count)
+			for _, dp := range data.DataPoints {
+				if r, ok := dp.Attributes.Value(hedgeotel.RoleAttr); ok {
+					fmt.Printf("%s{hedge.role=%s}: %d measured\n", m.Name, r.AsString(), dp.Count)
+				} else {
+					fmt.Printf("%s: %d measured\n", m.Name, dp.Count)
+				}
+			}
+		case metricdata.Histogram[int64]:
+			fmt.Printf("%s: %d calls, %d hedges\n", m.Name, data.DataPoints[0].Count, data.DataPoints[0].Sum)
 		case metricdata.Sum[int64]:
 			for _, dp := range data.DataPoints {
 				if w, ok := dp.Attributes.Value(hedgeotel.WinnerAttr); ok {
@@ -57,12 +65,19 @@ func ExampleNew() {
 		}
 	}
 	// Unordered output:
-	// hedge.call.duration: 3 calls
+	// hedge.call.duration: 3 measured
+	// hedge.call.hedges: 1 calls, 1 hedges
+	// hedge.attempt.delay: 1 measured
+	// hedge.attempt.duration{hedge.role=winner}: 1 measured
+	// hedge.attempt.duration{hedge.role=loser}: 1 measured
 	// hedge.call.attempts: 4
-	// hedge.call.hedges: 1
 	// hedge.call.hedged: 1
 	// hedge.call.wins{hedge.winner=0}: 2
 	// hedge.call.wins{hedge.winner=1}: 1
+	// hedge.call.budget_refusals: 0
+	// hedge.call.deadline_skips: 0
+	// hedge.call.panics: 0
+	// hedge.breaker.opens: 0
 }
 
 // stuck marks the calls whose primary never answers in ExampleNew.
@@ -93,6 +108,7 @@ func ExampleWithDelay() {
 	}
 	// Output:
 	// hedge.delay{hedge.key="GET /users/{id}"}: 0.08s
+	// hedge.delay.ceiling{hedge.key="GET /users/{id}"}: 10s
 }
 
 // A Transport hedges with its Observer, and otelhttp makes a span for
