@@ -124,3 +124,46 @@ func ExampleAttemptTransport() {
 	}}
 	_ = client
 }
+
+// WithDelays reports the delay that a Keyed has learned for each route,
+// under the route's key.
+func ExampleWithDelays() {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	routes := &hedge.Keyed{
+		Key: hedgehttp.Route,
+		New: func(string) hedge.Delay { return &hedge.Percentile{Initial: 40 * time.Millisecond} },
+	}
+	obs, err := hedgeotel.New(hedgeotel.WithMeterProvider(mp), hedgeotel.WithKey(hedgehttp.Route),
+		hedgeotel.WithDelays(routes))
+	if err != nil {
+		panic(err)
+	}
+	client := &http.Client{Transport: &hedgehttp.Transport{Delay: routes, Observer: obs}}
+	_ = client
+	routes.Next(context.Background(), 1) // a call of the route "": the Keyed makes its delay
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		panic(err)
+	}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if g, ok := m.Data.(metricdata.Gauge[float64]); ok {
+			fmt.Printf("%s: %vs\n", m.Name, g.DataPoints[0].Value)
+		}
+	}
+	// Unordered output:
+	// hedge.delay: 0.04s
+	// hedge.delay.ceiling: 10s
+}
+
+// AttemptMeterProvider gives otelhttp (or otelgrpc) a MeterProvider under
+// which the attempts that lost the race are not counted as errors.
+func ExampleAttemptMeterProvider() {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	client := &http.Client{Transport: &hedgehttp.Transport{
+		Base: otelhttp.NewTransport(&hedgeotel.AttemptTransport{},
+			otelhttp.WithMeterProvider(hedgeotel.AttemptMeterProvider(mp))),
+	}}
+	_ = client
+}
