@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -92,11 +91,14 @@ func (tl *timeline) last() int {
 }
 
 // sum adds up, at step i, the series of the metric name under hedge_key
-// key whose selectors hold every one of must.
+// key whose selectors hold every one of must: 0 before the first step.
 func (tl *timeline) sum(i int, name, key string, must ...string) float64 {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	var sum float64
+	if i < 0 {
+		return 0
+	}
 	for s, v := range tl.steps[i] {
 		if !strings.HasPrefix(s, name+"{") || !strings.Contains(s, "hedge_key="+strconv.Quote(key)) {
 			continue
@@ -186,22 +188,45 @@ func series(name string, labels map[string]string, extra ...string) string {
 
 // Shapes of a phase of TestRulesOverTheDemo.
 const (
-	scrapesPerPhase = 30 // one a virtual minute: longer than any rule's window and for together
-	idleScrapes     = 10 // after each phase: more than a 5m window, so that its alerts clear
+	stepsPerPhase = 30 // one a virtual minute: longer than any rule's window and for together
+	idleScrapes   = 10 // after each phase: more than a 5m window, so that its alerts clear
 )
 
-// phase is one stretch of the run: what runs, under which hedge_key, and
-// what it shows.
+// phase is one stretch of the run: under which hedge_key it ran, and the
+// steps it ran over.
 type phase struct {
 	key        string
-	start, end int // the steps it ran over
+	start, end int
+}
+
+// ramp appends the steps of a phase that ran between the scrapes before
+// and after: stepsPerPhase steps over which every series that changed
+// moves from its value before (0 for a series that appeared) to its value
+// after in equal parts, and every gauge holds its value after. A series
+// then changes at the phase's average rate throughout, as a steady load
+// would, however fast this machine scraped during the run.
+func (tl *timeline) ramp(before, after map[string]float64, gauges func(string) bool) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for j := 1; j <= stepsPerPhase; j++ {
+		step := make(map[string]float64, len(after))
+		for s, v := range after {
+			if gauges(s) {
+				step[s] = v
+				continue
+			}
+			from := before[s]
+			step[s] = from + (v-from)*float64(j)/stepsPerPhase
+		}
+		tl.steps = append(tl.steps, step)
+	}
 }
 
 // TestRulesOverTheDemo plays the alerting rules over what the demo's
 // /metrics said during a run under -load, with Prometheus's own engine
 // (promtool test rules), and sees each alert fire and clear:
 //
-//   - a learned delay on a lightly loaded server (ρ 0.3): nothing fires;
+//   - a learned delay on a lightly loaded server (ρ 0.3);
 //   - two hedges every 4ms on a server whose every answer takes 8ms (ρ
 //     0.2): a hedge cannot beat its primary, so the hedges stop winning
 //     and the load they add passes the budget;
@@ -212,10 +237,16 @@ type phase struct {
 //     primary, and a call cut off by its deadline tells a breaker
 //     nothing, so this phase has an upstream of its own.)
 //
-// Each phase is scraped every 1/30 of its calls, and each scrape is one
-// virtual minute of the test's series; ten idle scrapes follow each
-// phase. Every query of the dashboard runs over the same series and must
-// return data.
+// The first three are points of the demo's load sweep (loadPoint), each
+// on a server of its own. /metrics is scraped before and after each, and
+// the phase becomes 30 steps of the test's series, one a virtual minute,
+// over which its series move from the first scrape to the second (see
+// ramp). The calls of the fourth are made one after another, and a
+// scrape after every tenth is a step. Ten idle scrapes follow each phase.
+// What each alert should do at the end of each phase follows from the
+// scraped totals and the thresholds; the phases are built so that each
+// alert fires in one of them, which the test checks first. Every query of
+// the dashboard runs over the same series and must return data.
 func TestRulesOverTheDemo(t *testing.T) {
 	tool := promtool(t)
 	m, err := serveMetrics("127.0.0.1:0")
@@ -235,97 +266,117 @@ func TestRulesOverTheDemo(t *testing.T) {
 	pinned := loadPolicy{"Percentile{0.99, Ceiling: 50ms}", func(func(string)) (*hedgehttp.Transport, error) {
 		return &hedgehttp.Transport{Delay: &hedge.Percentile{Quantile: 0.99, Ceiling: 50 * ms}, MaxAttempts: 3}, nil
 	}}
-	const calls = 1200
+	gauges := func(s string) bool { return strings.HasPrefix(s, "hedge_delay_") }
 	point := func(rho float64, p profile, pol loadPolicy) phase {
-		ph := phase{key: pointName(rho, pol.name), start: tl.last() + 1}
-		var done atomic.Int64
-		_, err := loadPoint(t.Context(), pointConfig{
-			profile: p, seed: 1, workers: 16, rho: rho, calls: calls, timeout: timeout, metrics: m,
-		}, pol, func() {
-			if done.Add(1)%(calls/scrapesPerPhase) == 0 {
-				tl.scrape()
-			}
-		})
+		before, err := readPage(m.url)
 		if err != nil {
 			t.Fatal(err)
 		}
+		ph := phase{key: pointName(rho, pol.name), start: tl.last() + 1}
+		if _, err := loadPoint(t.Context(), pointConfig{
+			profile: p, seed: 1, workers: 16, rho: rho, calls: 900, timeout: timeout, metrics: m,
+		}, pol, func() {}); err != nil {
+			t.Fatal(err)
+		}
+		after, err := readPage(m.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl.ramp(before, after, gauges)
 		ph.end = tl.last()
 		for range idleScrapes {
 			tl.scrape()
 		}
 		return ph
 	}
-	healthy := point(0.3, p, policies[2])
-	losing := point(0.2, constant, loadPolicies(4 * ms)[1])
-	pinnedAt := point(0.3, p, pinned)
+	phases := []phase{
+		point(0.3, p, policies[2]),
+		point(0.2, constant, loadPolicies(4 * ms)[1]),
+		point(0.3, p, pinned),
+	}
 	failing := failingPhase(t, tl, m, policies[3])
 	if tl.err != nil {
 		t.Fatal(tl.err)
 	}
 
-	// The phases show what they are meant to, in the run's own totals.
-	totals := func(ph phase, name string, must ...string) float64 { return tl.sum(ph.end, name, ph.key, must...) }
-	// Over the steps the alerts judge at a phase's end: the last 15.
-	since := func(ph phase, name string, must ...string) float64 {
-		return totals(ph, name, must...) - tl.sum(ph.end-15, name, ph.key, must...)
+	// What the alerts should say at the end of a ramped phase: in every
+	// 5-minute window inside it, each series moved by 5/30 of its total,
+	// so the ratios are the phase's own.
+	total := func(ph phase, name string, must ...string) float64 {
+		return tl.sum(ph.end, name, ph.key, must...) - tl.sum(ph.start-1, name, ph.key, must...)
 	}
-	winRate := func(ph phase) float64 {
-		return (since(ph, "hedge_call_wins_total") - since(ph, "hedge_call_wins_total", `hedge_winner="0"`)) /
-			since(ph, "hedge_call_hedged_total")
+	window := func(ph phase, name string, must ...string) float64 {
+		return total(ph, name, must...) * 5 / stepsPerPhase
 	}
-	amplification := func(ph phase) float64 {
-		return since(ph, "hedge_call_attempts_total") / since(ph, "hedge_call_duration_seconds_count")
+	expected := map[string]func(phase) bool{
+		"HedgesStoppedWinning": func(ph phase) bool {
+			hedged := total(ph, "hedge_call_hedged_total")
+			won := total(ph, "hedge_call_wins_total") - total(ph, "hedge_call_wins_total", `hedge_winner="0"`)
+			return won/hedged < 0.1 && window(ph, "hedge_call_hedged_total") >= 10
+		},
+		"HedgeAmplificationAboveBudget": func(ph phase) bool {
+			calls := total(ph, "hedge_call_duration_seconds_count")
+			return total(ph, "hedge_call_attempts_total")/calls > 1.25 && window(ph, "hedge_call_duration_seconds_count") >= 100
+		},
+		"HedgeDelayAtCeiling": func(ph phase) bool {
+			d, c := tl.sum(ph.end, "hedge_delay_seconds", ph.key), tl.sum(ph.end, "hedge_delay_ceiling_seconds", ph.key)
+			return c > 0 && d >= c && total(ph, "hedge_call_duration_seconds_count") > 0
+		},
+		"HedgeBreakerOpened": func(ph phase) bool { return total(ph, "hedge_breaker_opens_total") > 0 },
 	}
-	if w, a := winRate(healthy), amplification(healthy); !(w > 0.5 && a < 1.2) {
-		t.Fatalf("%s: win rate %.2f and amplification %.2f, want hedges that win and cost little", healthy.key, w, a)
-	}
-	if w, a := winRate(losing), amplification(losing); !(w < 0.05 && a > 1.5) {
-		t.Fatalf("%s: win rate %.2f and amplification %.2f, want hedges that lose and cost much", losing.key, w, a)
-	}
-	opened := -1 // the first step at which the failing phase's breaker had opened
-	for i := failing.start; i <= failing.end; i++ {
-		if tl.sum(i, "hedge_breaker_opens_total", failing.key) > 0 && opened < 0 {
-			opened = i
+	// Each alert of the load phases fires in the phase built for it.
+	for name, ph := range map[string]phase{
+		"HedgesStoppedWinning":          phases[1],
+		"HedgeAmplificationAboveBudget": phases[1],
+		"HedgeDelayAtCeiling":           phases[2],
+	} {
+		if !expected[name](ph) {
+			t.Fatalf("%s: the run does not show what %s is about (%v hedged calls, %v won by a hedge; %v attempts for %v calls; delay %vs, ceiling %vs)",
+				ph.key, name, total(ph, "hedge_call_hedged_total"),
+				total(ph, "hedge_call_wins_total")-total(ph, "hedge_call_wins_total", `hedge_winner="0"`),
+				total(ph, "hedge_call_attempts_total"), total(ph, "hedge_call_duration_seconds_count"),
+				tl.sum(ph.end, "hedge_delay_seconds", ph.key), tl.sum(ph.end, "hedge_delay_ceiling_seconds", ph.key))
 		}
+	}
+	if len(expected) != len(readAlerts(t)) {
+		t.Fatalf("the test knows %d alerts, the rules file has %v", len(expected), readAlerts(t).names())
 	}
 
 	alerts := readAlerts(t)
-	fire := func(at int, name string, ph *phase) alertTest {
-		at1 := alertTest{EvalTime: minutes(at), Alertname: name, ExpAlerts: []expAlert{}}
-		if ph != nil {
-			at1.ExpAlerts = append(at1.ExpAlerts, alerts.expect(name, ph.key))
+	firing := func(at int, name string, keys ...string) alertTest {
+		test := alertTest{EvalTime: minutes(at), Alertname: name, ExpAlerts: []expAlert{}}
+		for _, key := range keys {
+			test.ExpAlerts = append(test.ExpAlerts, alerts.expect(name, key))
 		}
-		return at1
-	}
-	none := func(at int) []alertTest {
-		var tests []alertTest
-		for _, name := range alerts.names() {
-			tests = append(tests, fire(at, name, nil))
-		}
-		return tests
+		return test
 	}
 	var tests []alertTest
-	tests = append(tests, none(healthy.end)...)
-	tests = append(tests,
-		fire(losing.end, "HedgesStoppedWinning", &losing),
-		fire(losing.end, "HedgeAmplificationAboveBudget", &losing),
-		fire(losing.end, "HedgeDelayAtCeiling", nil),
-		fire(losing.end, "HedgeBreakerOpened", nil))
-	tests = append(tests, none(losing.end+idleScrapes)...)
-	tests = append(tests,
-		fire(pinnedAt.end, "HedgeDelayAtCeiling", &pinnedAt),
-		fire(pinnedAt.end, "HedgesStoppedWinning", nil),
-		fire(pinnedAt.end, "HedgeAmplificationAboveBudget", nil),
-		fire(pinnedAt.end, "HedgeBreakerOpened", nil))
-	tests = append(tests, none(pinnedAt.end+idleScrapes)...)
-	if opened < 0 {
-		t.Fatalf("%s: the breaker never opened", failing.key)
+	for _, ph := range phases {
+		for _, name := range alerts.names() {
+			if expected[name](ph) {
+				tests = append(tests, firing(ph.end, name, ph.key))
+			} else {
+				tests = append(tests, firing(ph.end, name))
+			}
+			tests = append(tests, firing(ph.end+idleScrapes, name))
+		}
 	}
-	if opened == failing.start {
+	opened := -1 // the first step at which the failing phase's breaker had opened
+	for i := failing.start; i <= failing.end && opened < 0; i++ {
+		if tl.sum(i, "hedge_breaker_opens_total", failing.key) > 0 {
+			opened = i
+		}
+	}
+	switch opened {
+	case -1:
+		t.Fatalf("%s: the breaker never opened", failing.key)
+	case failing.start:
 		t.Fatalf("%s: the breaker had opened by the phase's first scrape", failing.key)
 	}
-	tests = append(tests, fire(opened, "HedgeBreakerOpened", &failing))
-	tests = append(tests, none(failing.end+idleScrapes)...)
+	tests = append(tests, firing(opened, "HedgeBreakerOpened", failing.key))
+	for _, name := range alerts.names() {
+		tests = append(tests, firing(failing.end+idleScrapes, name))
+	}
 
 	file := unitTest{
 		RuleFiles:          []string{abs(t, rulesFile)},
@@ -352,9 +403,9 @@ func TestRulesOverTheDemo(t *testing.T) {
 	}
 }
 
-// failingPhase sends calls through the demo's budgeted Transport, with its
-// breaker's openings counted, to an upstream that answers every request
-// with 503, scraping every tenth call.
+// failingPhase sends calls one after another through the demo's budgeted
+// Transport, with its breaker's openings counted, to an upstream that
+// answers every request with 503, and scrapes after every tenth.
 func failingPhase(t *testing.T, tl *timeline, m *metrics, pol loadPolicy) phase {
 	t.Helper()
 	ph := phase{key: "failing upstream, " + pol.name, start: tl.last() + 1}
@@ -375,7 +426,8 @@ func failingPhase(t *testing.T, tl *timeline, m *metrics, pol loadPolicy) phase 
 	defer base.CloseIdleConnections()
 	tr.Base, tr.Observer = base, obs
 	client := &http.Client{Transport: tr}
-	const calls, every = 30 * 10, 10
+	const every = 10
+	const calls = stepsPerPhase * every
 	for i := 1; i <= calls; i++ {
 		ctx, cancel := context.WithTimeout(t.Context(), 400*ms)
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, upstream.URL, nil)
