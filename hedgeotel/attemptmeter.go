@@ -27,7 +27,9 @@ const errorTypeAttr = attribute.Key("error.type")
 // the race (its context says so when the instrumentation records, as
 // hedgehttp.Superseded and hedge.ErrSuperseded tell) loses its error.type
 // and gains hedge.superseded=true; every other measurement passes as it
-// is. So an error rate written the usual way, the share of
+// is. otelhttp records a request without a body as its RoundTrip returns,
+// which is when the context tells; one whose body the transport still
+// reads then is recorded later, when the answer may no longer hold. So an error rate written the usual way, the share of
 // http.client.request.duration or rpc.client.call.duration with an
 // error.type, counts the failures of the upstream and not the attempts
 // that hedging cancelled by design; hedge.superseded=true tells those

@@ -61,8 +61,8 @@ type phase struct {
 // (promtool test rules), and sees each alert fire and clear:
 //
 //   - a learned delay on a lightly loaded server (ρ 0.3);
-//   - two hedges every 4ms on a server whose every answer takes 8ms (ρ
-//     0.2): a hedge cannot beat its primary, so the hedges stop winning
+//   - two hedges every 30ms on a server whose every answer takes 50ms (ρ
+//     0.3): a hedge cannot beat its primary, so the hedges stop winning
 //     and the load they add passes the budget;
 //   - a learned delay whose ceiling (50ms) is below the p99 it learns:
 //     the delay sits at its ceiling;
@@ -91,24 +91,25 @@ func TestRulesOverTheDemo(t *testing.T) {
 	tl := &timeline{url: m.url}
 
 	// The defaults of -load, scaled by its 0.2; and a server whose every
-	// answer takes 8ms (-fast 40ms -slowfrac 0), where a hedge 4ms after
-	// its primary can only come second.
+	// answer takes 50ms (-fast 250ms -slowfrac 0), where a hedge 30ms
+	// after its primary, behind it in the queue, can only come second
+	// (unless the primary is held up for 30ms on its way).
 	delay, timeout := 10*ms, 400*ms
 	p := profile{fast: span{20 * ms, 40 * ms}, slow: span{400 * ms, 600 * ms}, slowFrac: 0.1}.scaled(0.2)
-	constant := profile{fast: span{40 * ms, 40 * ms}}.scaled(0.2)
+	constant := profile{fast: span{250 * ms, 250 * ms}}.scaled(0.2)
 	policies := loadPolicies(delay)
 	pinned := loadPolicy{"Percentile{0.99, Ceiling: 50ms}", func(func(string)) (*hedgehttp.Transport, error) {
 		return &hedgehttp.Transport{Delay: &hedge.Percentile{Quantile: 0.99, Ceiling: 50 * ms}, MaxAttempts: 3}, nil
 	}}
 	gauges := func(s string) bool { return strings.HasPrefix(s, "hedge_delay_") }
-	point := func(rho float64, p profile, pol loadPolicy) phase {
+	point := func(rho float64, workers int, p profile, pol loadPolicy) phase {
 		before, err := readPage(m.url)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ph := phase{key: pointName(rho, pol.name), start: tl.last() + 1}
 		if _, err := loadPoint(t.Context(), pointConfig{
-			profile: p, seed: 1, workers: 16, rho: rho, calls: 900, timeout: timeout, metrics: m,
+			profile: p, seed: 1, workers: workers, rho: rho, calls: 900, timeout: timeout, metrics: m,
 		}, pol, func() {}); err != nil {
 			t.Fatal(err)
 		}
@@ -124,9 +125,9 @@ func TestRulesOverTheDemo(t *testing.T) {
 		return ph
 	}
 	phases := []phase{
-		point(0.3, p, policies[2]),
-		point(0.2, constant, loadPolicies(4 * ms)[1]),
-		point(0.3, p, pinned),
+		point(0.3, 16, p, policies[2]),
+		point(0.3, 32, constant, loadPolicies(30 * ms)[1]),
+		point(0.3, 16, p, pinned),
 	}
 	failing := failingPhase(t, tl, m, policies[3])
 	if tl.err != nil {
@@ -158,6 +159,13 @@ func TestRulesOverTheDemo(t *testing.T) {
 		},
 		"HedgeBreakerOpened": func(ph phase) bool { return total(ph, "hedge_breaker_opens_total") > 0 },
 	}
+	for _, ph := range phases {
+		t.Logf("%s: %v calls, %v attempts, %v hedged, %v won by a hedge; delay %vs, ceiling %vs", ph.key,
+			total(ph, "hedge_call_duration_seconds_count"), total(ph, "hedge_call_attempts_total"),
+			total(ph, "hedge_call_hedged_total"),
+			total(ph, "hedge_call_wins_total")-total(ph, "hedge_call_wins_total", `hedge_winner="0"`),
+			tl.sum(ph.end, "hedge_delay_seconds", ph.key), tl.sum(ph.end, "hedge_delay_ceiling_seconds", ph.key))
+	}
 	// Each alert of the load phases fires in the phase built for it.
 	for name, ph := range map[string]phase{
 		"HedgesStoppedWinning":          phases[1],
@@ -165,11 +173,7 @@ func TestRulesOverTheDemo(t *testing.T) {
 		"HedgeDelayAtCeiling":           phases[2],
 	} {
 		if !expected[name](ph) {
-			t.Fatalf("%s: the run does not show what %s is about (%v hedged calls, %v won by a hedge; %v attempts for %v calls; delay %vs, ceiling %vs)",
-				ph.key, name, total(ph, "hedge_call_hedged_total"),
-				total(ph, "hedge_call_wins_total")-total(ph, "hedge_call_wins_total", `hedge_winner="0"`),
-				total(ph, "hedge_call_attempts_total"), total(ph, "hedge_call_duration_seconds_count"),
-				tl.sum(ph.end, "hedge_delay_seconds", ph.key), tl.sum(ph.end, "hedge_delay_ceiling_seconds", ph.key))
+			t.Fatalf("%s: the run does not show what %s is about (its figures are logged above)", ph.key, name)
 		}
 	}
 	if len(expected) != len(readAlerts(t)) {
