@@ -16,14 +16,14 @@ import (
 // hedge.attempt, and http.request.resend_count on the attempts after the
 // first as the HTTP semantic conventions ask, and on an attempt that lost
 // the race, hedge.superseded and status Ok in place of the Error that the
-// cancellation would set. (Give that transport the MeterProvider of
-// AttemptMeterProvider too, so that its metrics do not count a loser as
-// an error either.)
-// It must sit inside that transport, which hands it the request with the
-// attempt's span in its context:
+// cancellation would set. It must sit inside that transport, which hands
+// it the request with the attempt's span in its context; give that
+// transport the MeterProvider of AttemptMeterProvider, so that its
+// metrics do not count a loser as an error either:
 //
 //	client := &http.Client{Transport: &hedgehttp.Transport{
-//		Base: otelhttp.NewTransport(&hedgeotel.AttemptTransport{}),
+//		Base: otelhttp.NewTransport(&hedgeotel.AttemptTransport{},
+//			otelhttp.WithMeterProvider(hedgeotel.AttemptMeterProvider(mp))),
 //	}}
 //
 // Outside it, it would find the caller's span; it marks only client
