@@ -41,6 +41,7 @@ var (
 	creds   = grpc.WithTransportCredentials(insecure.NewCredentials())
 	methods = map[string]hedgegrpc.HedgingPolicy{}
 
-	mp    = metric.NewMeterProvider()
-	keyed = &hedge.Keyed{}
+	mp       = metric.NewMeterProvider()
+	provider = mp
+	keyed    = &hedge.Keyed{}
 )
