@@ -116,8 +116,8 @@ type Transport struct {
 // goes to Base as it is, at Base's own cost.
 //
 // The response's body stays readable after RoundTrip returns, until the
-// caller closes it or req's context ends; closing it releases all the
-// call holds. If req's context ends before a response is chosen,
+// caller closes it or req's context ends; closing it, or reading it to
+// its end, releases all the call holds. If req's context ends before a response is chosen,
 // RoundTrip returns context.Cause at once. A panic in Classify, Delay or
 // Budget reaches the caller as a *hedge.PanicError.
 //
