@@ -2,6 +2,7 @@ package hedgehttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -198,6 +199,9 @@ func (c *call) do(hctx context.Context) (result, error) {
 		return result{o: hedge.Terminal, a: a}, context.Canceled
 	}
 	resp, err := c.send(a, k)
+	if resp == nil && err == nil {
+		err = nothingFrom(c.t.base)
+	}
 	if c.answered(a) {
 		// Cancelled because another response ended the call, maybe before
 		// hedge.Do has taken it: this result must reach hedge.Do after
@@ -241,6 +245,12 @@ func (c *call) do(hctx context.Context) (result, error) {
 		c.cancelLosers(a)
 	}
 	return result{resp, o, a}, err
+}
+
+// nothingFrom is the error of an attempt whose Base returned neither a
+// response nor an error, which http.Client reports the same way.
+func nothingFrom(base http.RoundTripper) error {
+	return fmt.Errorf("hedgehttp: Base (%T) returned a nil *http.Response with a nil error", base)
 }
 
 // start makes a, waiting, the attempt hedge.Do sends next, unless the
