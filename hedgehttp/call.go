@@ -371,7 +371,7 @@ func (c *call) classify(resp *http.Response, err error) hedge.Outcome {
 	}
 	done := false
 	defer func() {
-		if !done && resp != nil {
+		if !done && resp != nil && resp.Body != nil {
 			resp.Body.Close() // the classifier panicked: hedge.Do will not discard it
 		}
 	}()

@@ -29,3 +29,22 @@ func TestBaseReturnsNothing(t *testing.T) {
 		t.Errorf("Base called %d times, want 2", n)
 	}
 }
+
+// A classifier that panics on a response without a body reaches the
+// caller with its own panic value.
+func TestClassifierPanicWithoutBody(t *testing.T) {
+	tr := &hedgehttp.Transport{
+		Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 204}, nil
+		}),
+		Delay:    hedge.Fixed(time.Hour),
+		Classify: func(*http.Response, error) hedge.Outcome { panic("classifier bug") },
+	}
+	defer func() {
+		v := recover()
+		if pe, ok := v.(*hedge.PanicError); !ok || pe.Value != "classifier bug" {
+			t.Errorf("recovered %v, want a *hedge.PanicError of the classifier's panic", v)
+		}
+	}()
+	tr.RoundTrip(get(t, "http://upstream.test/"))
+}
