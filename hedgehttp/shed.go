@@ -2,7 +2,6 @@ package hedgehttp
 
 import (
 	"net/http"
-	"strconv"
 	"sync/atomic"
 )
 
@@ -20,12 +19,12 @@ const shedRetryAfter = "0"
 
 // Shedder is net/http middleware that sheds hedges first. It counts the
 // requests in flight in Handler. A hedge, a request whose attempt header
-// holds a number of 1 or more, goes through only while fewer than Limit
-// are in flight; otherwise it is answered at once with 503 Service
-// Unavailable and "Retry-After: 0", without reaching Handler. A primary
-// (attempt 0, or no number) always goes through, and counts. So hedges
-// run only on capacity the primaries leave free, and a saturated server
-// spends nothing on them.
+// holds a decimal number of 1 or more however long (see AttemptHeader),
+// goes through only while fewer than Limit are in flight; otherwise it
+// is answered at once with 503 Service Unavailable and "Retry-After: 0",
+// without reaching Handler. A primary (attempt 0, or no number) always
+// goes through, and counts. So hedges run only on capacity the primaries
+// leave free, and a saturated server spends nothing on them.
 //
 //	srv := &http.Server{Handler: &hedgehttp.Shedder{Handler: mux, Limit: 64}}
 //	client := &http.Client{Transport: &hedgehttp.Transport{AttemptHeader: hedgehttp.DefaultAttemptHeader}}
@@ -74,9 +73,12 @@ type Shedder struct {
 
 	// AttemptHeader names the header that carries the attempt number, as
 	// Transport.AttemptHeader sends it. Empty means DefaultAttemptHeader.
-	// A request without the header, or whose value is not a decimal
-	// number, is a primary: a client that numbers its attempts some other
-	// way is never shed.
+	// A hedge is a request whose first value of the header is a decimal
+	// number of 1 or more: digits only, at least one of them not 0, as
+	// many as it has. Any other request is a primary: one without the
+	// header, with 0, or with a value that is not such a number (a sign,
+	// a space, a fraction), so a client that numbers its attempts some
+	// other way is never shed.
 	AttemptHeader string
 
 	inflight atomic.Int64
@@ -116,12 +118,22 @@ func (s *Shedder) isHedge(r *http.Request) bool {
 	if name == "" {
 		name = DefaultAttemptHeader
 	}
-	v := r.Header.Get(name)
-	if v == "" || v == "0" {
-		return false
+	return countsHedge(r.Header.Get(name))
+}
+
+// countsHedge reports whether v is a decimal number of 1 or more, of any
+// length: a number too big for any integer type is still no primary's.
+func countsHedge(v string) bool {
+	nonzero := false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c < '0' || c > '9':
+			return false
+		case c != '0':
+			nonzero = true
+		}
 	}
-	k, err := strconv.ParseUint(v, 10, 64)
-	return err == nil && k > 0
+	return nonzero
 }
 
 // admitHedge takes a place in flight for a hedge if fewer than Limit are
