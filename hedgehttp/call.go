@@ -33,7 +33,8 @@ type call struct {
 	url     url.URL // req.URL points here
 	route   *route
 	hasBody bool
-	over    bool // guarded by mu: a response has ended the call, or RoundTrip is returning
+	tr      *trailers // nil: req declares no trailers, or has no body to end
+	over    bool      // guarded by mu: a response has ended the call, or RoundTrip is returning
 
 	bodyTaken atomic.Bool               // req.Body is spoken for: by attempt 0, or closed
 	resume    atomic.Pointer[time.Time] // no attempt is sent before it: a Retry-After
@@ -101,6 +102,10 @@ func newCall(t *Transport, req *http.Request) *call {
 	c.req.URL = &c.url
 	c.req.Header = req.Header.Clone()
 	c.req.Trailer = req.Trailer.Clone()
+	if req.Trailer != nil && c.hasBody {
+		c.tr = &trailers{from: req.Trailer, keys: c.req.Trailer, getBody: req.GetBody}
+		c.tr.give(&c.req)
+	}
 	if h := t.AttemptHeader; h != "" {
 		// The primary's header; each hedge numbers a copy of it.
 		if c.req.Header == nil {
@@ -347,8 +352,18 @@ func (c *call) send(a *attempt, k int) (*http.Response, error) {
 	return c.t.base.RoundTrip(r)
 }
 
-// body gives r a body of its own, from GetBody.
+// body gives r a body of its own, from GetBody, and trailers of its own
+// if the call has any.
 func (c *call) body(r *http.Request) error {
+	if c.tr != nil {
+		b, err := c.tr.getBody()
+		if err != nil {
+			return err
+		}
+		r.Body = b
+		c.tr.give(r)
+		return nil
+	}
 	b, err := c.req.GetBody()
 	if err != nil {
 		return err

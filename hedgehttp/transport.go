@@ -129,7 +129,9 @@ type Transport struct {
 // after it returned: the caller may reuse req once it has closed the
 // response's body, or at once after an error. (req.Body goes with the
 // first attempt, whose Base may close it later, as http.RoundTripper
-// allows.)
+// allows.) The values of req.Trailer are the exception: as
+// http.Transport does, each attempt reads them from that map as its body
+// ends, so that a caller may fill them while the body is read.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.once.Do(t.init)
 	if !t.hedges(req) {
