@@ -46,6 +46,11 @@ type call struct {
 	// three allocations per attempt and a goroutine per loser.
 	mu      sync.Mutex
 	primary attempt
+	// Guarded by mu, and read only while the call is not over: the
+	// attempts sent, or about to be, whose answer has not been taken in,
+	// and the refusal the call holds (see refusal.go).
+	live    int
+	refused *http.Response
 }
 
 type callKey struct{}
@@ -123,6 +128,9 @@ func newCall(t *Transport, req *http.Request) *call {
 func (c *call) end(winner *attempt) {
 	c.cancelLosers(winner)
 	c.closeBody()
+	if resp := c.takeRefused(); resp != nil {
+		release(resp) // RoundTrip returns another answer
+	}
 }
 
 // closeBody closes req.Body unless attempt 0 took it: RoundTrip owns it,
@@ -174,10 +182,12 @@ type attempt struct {
 	ctx  reqCtx
 	body body
 	req  *http.Request // what it sends: the call's req for the primary, a hedge's own copy
-	// Guarded by the call's mu: the call's next attempt, and whether the
-	// attempt may yet be sent or waits for its response's header.
+	// Guarded by the call's mu: the call's next attempt, whether the
+	// attempt may yet be sent or waits for its response's header, and
+	// whether it counts in the call's live.
 	next    *attempt
 	waiting bool
+	live    bool
 }
 
 // hedgeAttempt is a hedge's attempt and the request it sends, in one
@@ -197,14 +207,23 @@ func (c *call) do(hctx context.Context) (result, error) {
 	if k > 0 {
 		a = c.hedge(hctx)
 	}
-	if !c.start(a, hctx) {
-		// The call has ended, or a response has ended it: send nothing.
+	send, refused := c.start(a, hctx)
+	if !send {
 		a.body.cancel()
+		if refused {
+			return c.stopped(a)
+		}
+		// The call has ended, or a response has ended it: send nothing.
 		<-hctx.Done() // see below
 		return result{o: hedge.Terminal, a: a}, context.Canceled
 	}
 	resp, err := c.send(a, k)
-	if resp == nil && err == nil {
+	switch {
+	case err == errHeldBack:
+		a.body.cancel()
+		c.answered(a)
+		return c.stopped(a)
+	case resp == nil && err == nil:
 		err = nothingFrom(c.t.base)
 	}
 	if c.answered(a) {
@@ -237,18 +256,20 @@ func (c *call) do(hctx context.Context) (result, error) {
 		return result{o: hedge.Terminal}, context.Cause(c.Context)
 	}
 	o := c.classify(resp, err)
+	refusal := false
 	if o == hedge.Retryable && resp != nil {
 		if h := resp.Header.Get("Retry-After"); h != "" {
-			o = c.pushBack(h)
+			refusal = !c.pushBack(h)
 		}
 	}
-	if o != hedge.Retryable {
-		// Every outcome but Retryable ends the call (this one, or one
-		// hedge.Do took before it): every attempt still waiting has lost.
-		// Cancelled here, they leave the server at the decision, not once
-		// RoundTrip has returned.
-		c.cancelLosers(a)
+	if o == hedge.Retryable || o == hedge.Failed {
+		return c.fail(a, resp, o, err, refusal)
 	}
+	// Accept and Terminal end the call (this one, or one hedge.Do took
+	// before it): every attempt still waiting has lost. Cancelled here,
+	// they leave the server at the decision, not once RoundTrip has
+	// returned.
+	c.cancelLosers(a)
 	return result{resp, o, a}, err
 }
 
@@ -258,17 +279,24 @@ func nothingFrom(base http.RoundTripper) error {
 	return fmt.Errorf("hedgehttp: Base (%T) returned a nil *http.Response with a nil error", base)
 }
 
-// start makes a, waiting, the attempt hedge.Do sends next, unless the
-// call has ended or hedge.Do has already cancelled a hedge.
-func (c *call) start(a *attempt, hctx context.Context) bool {
+// start makes a, waiting, the attempt hedge.Do sends next, and reports
+// whether to send it: not once the call has ended, hedge.Do has already
+// cancelled a hedge, or the call holds a refusal (refused).
+func (c *call) start(a *attempt, hctx context.Context) (send, refused bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if a == &c.primary {
-		return a.waiting // false: a loser before it ran
+	if a != &c.primary {
+		a.next, c.primary.next = c.primary.next, a
+		a.waiting = !c.over && hctx.Err() == nil // Err: claimed as the call was decided
+	} // else a.waiting is false only for a loser before it ran
+	if a.waiting && c.refused != nil {
+		a.waiting, refused = false, true
 	}
-	a.next, c.primary.next = c.primary.next, a
-	a.waiting = !c.over && hctx.Err() == nil // Err: claimed as the call was decided
-	return a.waiting
+	if a.waiting {
+		a.live = true
+		c.live++
+	}
+	return a.waiting, refused
 }
 
 // hedge makes the attempt of a hedge: a copy of the call's request with
@@ -332,7 +360,7 @@ func (c *call) cancelLosers(keep *attempt) {
 func (c *call) send(a *attempt, k int) (*http.Response, error) {
 	r := a.req
 	if c.resume.Load() != nil {
-		if err := c.wait(r.Context()); err != nil {
+		if err := c.holdBack(a); err != nil {
 			return nil, err
 		}
 	}

@@ -12,9 +12,8 @@ import (
 const DefaultAttemptHeader = "Hedge-Attempt"
 
 // shedRetryAfter is the Retry-After of a shed hedge. Zero is the one wait
-// a Transport can afford at any deadline, so its call goes on with the
-// attempts in flight; any longer one, heard less than that wait before
-// the deadline, would end the call with the 503 and cancel the primary.
+// a Transport can afford at any deadline, so its call goes on as it would
+// after any retryable failure.
 const shedRetryAfter = "0"
 
 // Shedder is net/http middleware that sheds hedges first. It counts the
@@ -30,16 +29,14 @@ const shedRetryAfter = "0"
 //	client := &http.Client{Transport: &hedgehttp.Transport{AttemptHeader: hedgehttp.DefaultAttemptHeader}}
 //
 // What a Transport does with a shed hedge: a 503 is retryable, so the
-// call goes on and the primary still answers it. The zero Retry-After is
-// deliberate. A Transport ends a call with a retryable response whose
-// Retry-After it cannot wait out before the request's deadline, and
-// cancels the other attempts; with "Retry-After: 1", every request due
-// within a second would lose its primary to a shed hedge. With 0, a
-// Transport that may send two attempts (its default) sends nothing more;
-// one allowed more sends its next hedge at once, which is shed as well
-// while the server stays saturated. Give the Transport a
-// hedge.TokenBucket as its Budget, and shed hedges, as retryable
-// failures, stop its hedging across calls until answers refill it.
+// call goes on and the primary still answers it. "Retry-After: 0" asks
+// for no wait: a Transport that may send two attempts (its default) sends
+// nothing more, and one allowed more sends its next hedge at once, which
+// is shed as well while the server stays saturated. (A Retry-After the
+// Transport could not wait out would stop its further attempts, and still
+// leave the primary to answer.) Give the Transport a hedge.TokenBucket as
+// its Budget, and shed hedges, as retryable failures, stop its hedging
+// across calls until answers refill it.
 //
 // The cost: an atomic add as a request enters and another as it leaves
 // (a hedge enters with a compare-and-swap), and no lock. A shed hedge

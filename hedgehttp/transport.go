@@ -35,9 +35,12 @@ import (
 // or a context deadline: Transport adds none), a network error or a 429,
 // 502, 503 or 504 starts the next attempt at once. A Retry-After on such a
 // response holds the next attempts back: a wait of up to a second that
-// ends before the deadline is waited out; a longer or unreadable one ends
-// the call with that response, so the caller sees the server's answer
-// rather than a hedge it asked not to get.
+// ends before the deadline is waited out. A longer or unreadable one is a
+// refusal: no attempt is sent after it, the attempts in flight run on,
+// and unless one of them is accepted the call ends with the refusal, so
+// that the caller sees when the server asked it to come back. A load
+// shedder in front of one replica refuses a hedge without saying anything
+// of the primary's fate.
 //
 // A Transport is safe for concurrent use. Set its fields before its first
 // request; it reads some of them once, and must not be copied after.
@@ -155,6 +158,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Observer:    c.observer(),
 	}
 	r, err := hedge.Do(c, p, run)
+	if err == errRefused {
+		return c.takeRefused(), nil
+	}
 	if err != nil {
 		return nil, err
 	}
