@@ -155,8 +155,17 @@ func outcome(r result, _ error) hedge.Outcome { return r.o }
 func discard(r result) { release(r.resp) }
 
 // run is the function hedge.Do races. A plain function rather than a
-// closure over the call: the call travels in the context.
-func run(ctx context.Context) (result, error) { return callOf(ctx).do(ctx) }
+// closure over the call: the call travels in the context. It grows the
+// attempt's stack first if Base needs it to (see stack.go), while the
+// frames beneath are few.
+func run(ctx context.Context) (result, error) {
+	c := callOf(ctx)
+	level := c.t.stackLevel.Load()
+	if level > 0 {
+		growStack(level)
+	}
+	return c.do(ctx, level)
+}
 
 // reqCtx is an attempt's request context: the request's for the deadline
 // and cancellation, vals for values. The attempt's own context is
@@ -197,11 +206,12 @@ type hedgeAttempt struct {
 	req http.Request
 }
 
-// do sends one attempt of the call. hctx is hedge.Do's context for it.
-// The call cancels the attempt when it loses, but only while it waits for
-// the response's header. From then on, the body is Discard's (a loser)
-// or the caller's (the winner) to close.
-func (c *call) do(hctx context.Context) (result, error) {
+// do sends one attempt of the call. hctx is hedge.Do's context for it;
+// the attempt's stack has grown to level (see stack.go). The call cancels
+// the attempt when it loses, but only while it waits for the response's
+// header. From then on, the body is Discard's (a loser) or the caller's
+// (the winner) to close.
+func (c *call) do(hctx context.Context, level int32) (result, error) {
 	k := hedge.Attempt(hctx)
 	a := &c.primary
 	if k > 0 {
@@ -217,7 +227,9 @@ func (c *call) do(hctx context.Context) (result, error) {
 		<-hctx.Done() // see below
 		return result{o: hedge.Terminal, a: a}, context.Canceled
 	}
+	mark := stackMark()
 	resp, err := c.send(a, k)
+	c.t.sent(level, stackMark() != mark)
 	switch {
 	case err == errHeldBack:
 		a.body.cancel()

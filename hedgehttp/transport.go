@@ -19,6 +19,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tailcut/hedge"
 )
@@ -111,6 +112,10 @@ type Transport struct {
 	delay  hedge.Delay
 	routes *routes
 	err    error // a setting RoundTrip cannot run with
+
+	// How far an attempt grows its stack before Base, and the votes for
+	// the next level: see stack.go.
+	stackLevel, stackVotes atomic.Int32
 }
 
 // RoundTrip sends req and, if it may be hedged, its duplicates, and
