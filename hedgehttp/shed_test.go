@@ -460,8 +460,7 @@ func servePipes(t *testing.T, h http.Handler) http.RoundTripper {
 // In virtual time, the exact course of a call whose hedge is shed: the
 // hedge is answered at once and the call returns the primary's answer
 // when the primary gives it, even with the deadline less than a second
-// away, where a Retry-After of 1 would have ended the call with the 503.
-// Further hedges, where allowed, are shed at once as well; a token bucket
+// away. Further hedges, where allowed, are shed at once as well; a token bucket
 // stops hedging across calls.
 func TestShedderInVirtualTime(t *testing.T) {
 	const primary, delay = 100 * ms, 10 * ms
