@@ -47,7 +47,9 @@ type Verdict struct {
 	Pass     bool
 }
 
-// Criterion is one target of a default policy, as Judge checks it.
+// Criterion is one target of a default policy, as Judge checks it: a
+// short name, the target in words, and the Limit that a Verdict's Figure
+// must not exceed. It is a plain value.
 type Criterion struct {
 	Name   string
 	Target string
@@ -168,7 +170,8 @@ func shiftScenarios(full bool) []scenario {
 		each(func(c Cancel) scenario { return shift(0.5, c) })...)
 }
 
-// Criteria are the targets Judge checks, in the order of its verdicts.
+// Criteria returns the targets Judge checks, in the order of its
+// verdicts, in a slice of the caller's own.
 func Criteria() []Criterion {
 	cs := make([]Criterion, len(criteria))
 	for i, c := range criteria {
@@ -376,7 +379,9 @@ func (j *judging) none(l Load) LoadRow   { return j.nones[j.key(l)] }
 // The contender's runs are parallel subtests of a subtest named "judge",
 // as Sweep runs them; the oracles' grids run beside them on every
 // processor, and once per process (see RunGrid). A run that fails stops
-// t once every run has ended. A quick look (cfg.Full false) runs the
+// t once every run has ended. Call Judge from t's own goroutine, as
+// t.Run must be; the independent draws run after the rest, through Run.
+// They are the tail lab's, which cfg.Seed does not vary. A quick look (cfg.Full false) runs the
 // contender on 7 loads of 7,000 calls and 4 grids of about 50 plans; a
 // full one on 51 loads, and 24 grids of a few hundred plans.
 func Judge(t *testing.T, c Contender, cfg JudgeConfig) []Verdict {
@@ -549,7 +554,8 @@ func describePeriod(l Load, p Period) string {
 	return fmt.Sprintf("in blocks %d–%d", from/l.Block+1, to/l.Block)
 }
 
-// VerdictTable formats verdicts under title, one line each.
+// VerdictTable formats verdicts under title, one line each: "MISSED"
+// marks those that failed, and "-" a Feasible that tells nothing.
 func VerdictTable(title string, vs []Verdict) string {
 	var b strings.Builder
 	b.WriteString(title + "\n")

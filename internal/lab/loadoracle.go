@@ -27,7 +27,7 @@ var (
 	FullGrid    = Grid{Step: 1.05, Hedges: 3}
 )
 
-// PlanRow is a fixed plan and what it did on a Load.
+// PlanRow is a fixed plan and what it did on a Load. It is a plain value.
 type PlanRow struct {
 	Plan FixedPlan
 	LoadRow
@@ -101,7 +101,8 @@ func runGrid(l Load, g Grid) ([]PlanRow, error) {
 
 // Measure is what an oracle minimises and bounds in a row: a p99 and the
 // attempts per call of the same calls, such as the whole run's or one
-// block's.
+// block's. It must be safe to call concurrently, as Whole and InBlock
+// are.
 type Measure func(LoadRow) (p99 time.Duration, amp float64)
 
 // Whole measures a row's whole run.
