@@ -15,11 +15,12 @@ import (
 // checks each target of a default, per seed, against the best fixed plan
 // with the same budget, run on the same draws through the same queues.
 // Run with -v to see the verdicts; -lab.full judges every scenario in
-// both cancellation modes on the oracle's whole grid, and -lab.seed draws
-// other arrivals, routes and service times:
+// both cancellation modes on the oracle's whole grid (about two minutes
+// on two cores, and more than the default ten under -race on a busy
+// machine), and -lab.seed draws other arrivals, routes and service times:
 //
-//	go test -run '^TestDefaultJudge$' -v -lab.full .
-//	go test -run '^TestDefaultJudge$' -v -lab.full -lab.seed 3 .
+//	go test -run '^TestDefaultJudge$' -v -lab.full -timeout 1h .
+//	go test -run '^TestDefaultJudge$' -v -lab.full -timeout 1h -lab.seed 3 .
 //
 // A new default is judged by one call of judgeDefault, which fails the
 // test once for each target it misses.
