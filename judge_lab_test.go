@@ -15,11 +15,12 @@ import (
 // checks each target of a default, per seed, against the best fixed plan
 // with the same budget, run on the same draws through the same queues.
 // Run with -v to see the verdicts; -lab.full judges every scenario in
-// both cancellation modes on the oracle's whole grid, and -lab.seed draws
-// other arrivals, routes and service times:
+// both cancellation modes on the oracle's whole grid (about two minutes
+// on two cores, and more than the default ten under -race on a busy
+// machine), and -lab.seed draws other arrivals, routes and service times:
 //
-//	go test -run '^TestDefaultJudge$' -v -lab.full .
-//	go test -run '^TestDefaultJudge$' -v -lab.full -lab.seed 3 .
+//	go test -run '^TestDefaultJudge$' -v -lab.full -timeout 1h .
+//	go test -run '^TestDefaultJudge$' -v -lab.full -timeout 1h -lab.seed 3 .
 //
 // A new default is judged by one call of judgeDefault, which fails the
 // test once for each target it misses.
@@ -60,8 +61,12 @@ func target(name string) string {
 // TestDefaultJudge judges today's policies: the README's production
 // recipe (Percentile{0.9} with the production budget, whose ratio is 0.2)
 // and, with -lab.full, a Planner with a Load of 0.1 and no budget. It
-// asserts only the criteria each meets in every scenario on seeds 0 to 3;
-// the tables show the rest.
+// asserts only the criteria each meets in every scenario the run judges
+// on seeds 0 to 3; the tables show the rest. (Both miss "steady" at ρ 0.9
+// and 0.95 with cancel queued only on seeds 2 and 3, which a quick look
+// does not run, and the recipe misses "cannot win" at ρ 0.9 on seed 3.)
+// A contender listed without holds is judged by every criterion, as
+// judgeDefault judges: that is how a new default joins.
 func TestDefaultJudge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the judge runs the load lab")
@@ -69,29 +74,41 @@ func TestDefaultJudge(t *testing.T) {
 	for _, tc := range []struct {
 		c      lab.Contender
 		budget float64
-		holds  []string
-		full   bool // judged only with -lab.full, to keep the default run short
+		// The criteria asserted in a quick look and with -lab.full; both
+		// nil: every one.
+		holds, holdsFull []string
+		full             bool // judged only with -lab.full, to keep the default run short
 	}{{
 		c: lab.Contender{Name: "production recipe", Policy: func() hedge.Policy[int] {
 			return hedge.Policy[int]{Delay: &hedge.Percentile{Quantile: 0.9}, Budget: loadBudget()}
 		}},
-		budget: loadRatio,
-		holds:  []string{"cannot win"},
+		budget:    loadRatio,
+		holds:     []string{"independent", "steady", "cannot win"},
+		holdsFull: []string{"independent", "shed"},
 	}, {
 		c: lab.Contender{Name: "Planner{Load: 0.1}", Policy: func() hedge.Policy[int] {
 			return hedge.Policy[int]{Delay: &hedge.Planner{Load: 0.1}}
 		}},
-		budget: 0.1,
-		full:   true,
+		budget:    0.1,
+		holdsFull: []string{"independent", "shed"},
+		full:      true,
 	}} {
 		if tc.full && !*labFull {
 			continue
 		}
 		t.Run(tc.c.Name, func(t *testing.T) {
+			if tc.holds == nil && tc.holdsFull == nil {
+				judgeDefault(t, tc.c, tc.budget)
+				return
+			}
+			holds := tc.holds
+			if *labFull {
+				holds = tc.holdsFull
+			}
 			vs := lab.Judge(t, tc.c, judgeConfig(tc.budget))
 			t.Log("\n" + lab.VerdictTable(tc.c.Name, vs))
 			for _, v := range vs {
-				if slices.Contains(tc.holds, v.Criterion) && !v.Pass {
+				if slices.Contains(holds, v.Criterion) && !v.Pass {
 					t.Errorf("%s, %s: %s against %s, %.3f over %.2f", v.Criterion, v.Scenario,
 						v.Contender, v.Reference, v.Figure, v.Limit)
 				}

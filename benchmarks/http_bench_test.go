@@ -3,14 +3,17 @@ package benchmarks
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cristalhq/hedgedhttp"
 
+	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
 	"github.com/tailcut/hedge/internal/baseline"
 )
@@ -36,12 +39,13 @@ func (f floor) RoundTrip(req *http.Request) (*http.Response, error) {
 	})
 }
 
-// BenchmarkHTTPFastPath: a GET that answers long before its hedge is due,
-// read to the end and closed. hedgedhttp's pooled workers outlive their
-// benchmark and slow down whatever runs after it in the same process: run
-// each sub-benchmark in a process of its own (BENCHMARKS.md does).
-func BenchmarkHTTPFastPath(b *testing.B) {
-	req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/users/7", nil)
+// layers runs req, read to the end and closed, through each layer over a
+// RoundTripper of its own from base: base itself, the floor, hedgedhttp
+// and hedgehttp, the zero value's delay (learned per route: it hedges the
+// calls slower than the route's p95, and never sooner than 1 ms) and
+// hedgedhttp's (an hour: it never hedges). hedgehttp's row reports the
+// hedges it sent per request.
+func layers(b *testing.B, req *http.Request, base func(*testing.B) http.RoundTripper) {
 	roundTrip := func(b *testing.B, rt http.RoundTripper) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -52,49 +56,6 @@ func BenchmarkHTTPFastPath(b *testing.B) {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
-	}
-	b.Run("bare", func(b *testing.B) { roundTrip(b, canned{}) })
-	b.Run("floor", func(b *testing.B) { roundTrip(b, floor{canned{}}) })
-	b.Run("hedgedhttp", func(b *testing.B) {
-		rt, err := hedgedhttp.NewRoundTripper(time.Hour, 2, canned{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		roundTrip(b, rt)
-	})
-	b.Run("hedgehttp", func(b *testing.B) {
-		roundTrip(b, &hedgehttp.Transport{Base: canned{}, MaxAttempts: 2})
-	})
-}
-
-// BenchmarkHTTPLoopback: the same GET to a real server on 127.0.0.1 over
-// HTTP/1.1 keep-alive, answered long before any hedge is due. The
-// network and the server dominate; the rows show what each layer adds to
-// a real http.Transport, whose deep frames make every attempt on a fresh
-// goroutine grow its stack.
-func BenchmarkHTTPLoopback(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		io.WriteString(w, "ok")
-	}))
-	b.Cleanup(srv.Close)
-	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/users/7", nil)
-	roundTrip := func(b *testing.B, rt http.RoundTripper) {
-		b.ReportAllocs()
-		for b.Loop() {
-			resp, err := rt.RoundTrip(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-	}
-	// Each row gets a Transport of its own, so that no row reuses
-	// another's connections.
-	base := func(b *testing.B) http.RoundTripper {
-		t := srv.Client().Transport.(*http.Transport).Clone()
-		b.Cleanup(t.CloseIdleConnections)
-		return t
 	}
 	b.Run("bare", func(b *testing.B) { roundTrip(b, base(b)) })
 	b.Run("floor", func(b *testing.B) { roundTrip(b, floor{base(b)}) })
@@ -106,6 +67,106 @@ func BenchmarkHTTPLoopback(b *testing.B) {
 		roundTrip(b, rt)
 	})
 	b.Run("hedgehttp", func(b *testing.B) {
-		roundTrip(b, &hedgehttp.Transport{Base: base(b), MaxAttempts: 2})
+		tr := &hedgehttp.Transport{Base: base(b), MaxAttempts: 2}
+		roundTrip(b, tr)
+		var hedged int64
+		for _, s := range tr.Stats() {
+			hedged += s.Hedged
+		}
+		b.ReportMetric(float64(hedged)/float64(b.N), "hedges/op")
+	})
+	b.Run("hedgehttp-fixed", func(b *testing.B) {
+		roundTrip(b, &hedgehttp.Transport{Base: base(b), MaxAttempts: 2, Delay: hedge.Fixed(time.Hour)})
 	})
 }
+
+// BenchmarkHTTPFastPath: a GET that answers long before its hedge is due,
+// from memory. hedgedhttp's pooled workers outlive their benchmark and
+// slow down whatever runs after it in the same process: run each
+// sub-benchmark in a process of its own (scripts/bench does).
+func BenchmarkHTTPFastPath(b *testing.B) {
+	req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/users/7", nil)
+	layers(b, req, func(*testing.B) http.RoundTripper { return canned{} })
+}
+
+// BenchmarkHTTPLoopback: the same GET to a real server on 127.0.0.1 over
+// HTTP/1.1 keep-alive. The network and the server dominate; the rows show
+// what each layer adds to a real http.Transport, whose deep frames make
+// every attempt on a fresh goroutine grow its stack.
+func BenchmarkHTTPLoopback(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	b.Cleanup(srv.Close)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/users/7", nil)
+	// Each row gets a Transport of its own, so that no row reuses
+	// another's connections.
+	layers(b, req, func(b *testing.B) http.RoundTripper {
+		t := srv.Client().Transport.(*http.Transport).Clone()
+		b.Cleanup(t.CloseIdleConnections)
+		return t
+	})
+}
+
+// BenchmarkHTTPPipe: the same GET to a real http.Server over net.Pipe.
+// Without the kernel, whose reads and writes are a third of a loopback
+// call's CPU time and the noisiest part of it on a shared machine, what
+// each layer adds to net/http stands out.
+func BenchmarkHTTPPipe(b *testing.B) {
+	l := &pipes{conns: make(chan net.Conn), closed: make(chan struct{})}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "ok")
+	})}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(l)
+	}()
+	b.Cleanup(func() {
+		srv.Close()
+		<-served
+	})
+	req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/users/7", nil)
+	layers(b, req, func(b *testing.B) http.RoundTripper {
+		t := &http.Transport{DialContext: l.dial}
+		b.Cleanup(t.CloseIdleConnections)
+		return t
+	})
+}
+
+// pipes is a net.Listener of in-memory connections (net.Pipe), which a
+// Transport dials with dial.
+type pipes struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (l *pipes) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipes) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
+func (l *pipes) Addr() net.Addr { return pipeAddr{} }
+
+func (l *pipes) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }

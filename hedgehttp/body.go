@@ -12,13 +12,25 @@ import (
 // response once, however often it is called, and then releases the
 // attempt's context: its link to the request's context is what lets the
 // caller cancel a body it is still reading, and what must not outlive it.
+// The body's end releases it too, as http.Transport releases its own
+// there: a caller that reads to the end and never closes, under a
+// context as long-lived as the process, must not keep the call.
 type body struct {
 	rc     io.ReadCloser
 	cancel context.CancelFunc
 	closed atomic.Bool
 }
 
-func (b *body) Read(p []byte) (int, error) { return b.rc.Read(p) }
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil {
+		// io.EOF or a failure: either way nothing more comes that the
+		// caller could cancel. An HTTP/1 connection is back in its pool
+		// before its body reports io.EOF, so this cuts nothing short.
+		b.cancel()
+	}
+	return n, err
+}
 
 func (b *body) Close() error {
 	if !b.closed.CompareAndSwap(false, true) {

@@ -2,6 +2,7 @@ package hedgehttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -32,7 +33,8 @@ type call struct {
 	url     url.URL // req.URL points here
 	route   *route
 	hasBody bool
-	over    bool // guarded by mu: a response has ended the call, or RoundTrip is returning
+	tr      *trailers // nil: req declares no trailers, or has no body to end
+	over    bool      // guarded by mu: a response has ended the call, or RoundTrip is returning
 
 	bodyTaken atomic.Bool               // req.Body is spoken for: by attempt 0, or closed
 	resume    atomic.Pointer[time.Time] // no attempt is sent before it: a Retry-After
@@ -44,6 +46,11 @@ type call struct {
 	// three allocations per attempt and a goroutine per loser.
 	mu      sync.Mutex
 	primary attempt
+	// Guarded by mu, and read only while the call is not over: the
+	// attempts sent, or about to be, whose answer has not been taken in,
+	// and the refusal the call holds (see refusal.go).
+	live    int
+	refused *http.Response
 }
 
 type callKey struct{}
@@ -100,6 +107,10 @@ func newCall(t *Transport, req *http.Request) *call {
 	c.req.URL = &c.url
 	c.req.Header = req.Header.Clone()
 	c.req.Trailer = req.Trailer.Clone()
+	if req.Trailer != nil && c.hasBody {
+		c.tr = &trailers{from: req.Trailer, keys: c.req.Trailer, getBody: req.GetBody}
+		c.tr.give(&c.req)
+	}
 	if h := t.AttemptHeader; h != "" {
 		// The primary's header; each hedge numbers a copy of it.
 		if c.req.Header == nil {
@@ -117,6 +128,9 @@ func newCall(t *Transport, req *http.Request) *call {
 func (c *call) end(winner *attempt) {
 	c.cancelLosers(winner)
 	c.closeBody()
+	if resp := c.takeRefused(); resp != nil {
+		release(resp) // RoundTrip returns another answer
+	}
 }
 
 // closeBody closes req.Body unless attempt 0 took it: RoundTrip owns it,
@@ -141,8 +155,17 @@ func outcome(r result, _ error) hedge.Outcome { return r.o }
 func discard(r result) { release(r.resp) }
 
 // run is the function hedge.Do races. A plain function rather than a
-// closure over the call: the call travels in the context.
-func run(ctx context.Context) (result, error) { return callOf(ctx).do(ctx) }
+// closure over the call: the call travels in the context. It grows the
+// attempt's stack first if Base needs it to (see stack.go), while the
+// frames beneath are few.
+func run(ctx context.Context) (result, error) {
+	c := callOf(ctx)
+	level := c.t.stackLevel.Load()
+	if level > 0 {
+		growStack(level)
+	}
+	return c.do(ctx, level)
+}
 
 // reqCtx is an attempt's request context: the request's for the deadline
 // and cancellation, vals for values. The attempt's own context is
@@ -168,10 +191,12 @@ type attempt struct {
 	ctx  reqCtx
 	body body
 	req  *http.Request // what it sends: the call's req for the primary, a hedge's own copy
-	// Guarded by the call's mu: the call's next attempt, and whether the
-	// attempt may yet be sent or waits for its response's header.
+	// Guarded by the call's mu: the call's next attempt, whether the
+	// attempt may yet be sent or waits for its response's header, and
+	// whether it counts in the call's live.
 	next    *attempt
 	waiting bool
+	live    bool
 }
 
 // hedgeAttempt is a hedge's attempt and the request it sends, in one
@@ -181,23 +206,38 @@ type hedgeAttempt struct {
 	req http.Request
 }
 
-// do sends one attempt of the call. hctx is hedge.Do's context for it.
-// The call cancels the attempt when it loses, but only while it waits for
-// the response's header. From then on, the body is Discard's (a loser)
-// or the caller's (the winner) to close.
-func (c *call) do(hctx context.Context) (result, error) {
+// do sends one attempt of the call. hctx is hedge.Do's context for it;
+// the attempt's stack has grown to level (see stack.go). The call cancels
+// the attempt when it loses, but only while it waits for the response's
+// header. From then on, the body is Discard's (a loser) or the caller's
+// (the winner) to close.
+func (c *call) do(hctx context.Context, level int32) (result, error) {
 	k := hedge.Attempt(hctx)
 	a := &c.primary
 	if k > 0 {
 		a = c.hedge(hctx)
 	}
-	if !c.start(a, hctx) {
-		// The call has ended, or a response has ended it: send nothing.
+	send, refused := c.start(a, hctx)
+	if !send {
 		a.body.cancel()
+		if refused {
+			return c.stopped(a)
+		}
+		// The call has ended, or a response has ended it: send nothing.
 		<-hctx.Done() // see below
 		return result{o: hedge.Terminal, a: a}, context.Canceled
 	}
+	mark := stackMark()
 	resp, err := c.send(a, k)
+	c.t.sent(level, stackMark() != mark)
+	switch {
+	case err == errHeldBack:
+		a.body.cancel()
+		c.answered(a)
+		return c.stopped(a)
+	case resp == nil && err == nil:
+		err = nothingFrom(c.t.base)
+	}
 	if c.answered(a) {
 		// Cancelled because another response ended the call, maybe before
 		// hedge.Do has taken it: this result must reach hedge.Do after
@@ -228,32 +268,47 @@ func (c *call) do(hctx context.Context) (result, error) {
 		return result{o: hedge.Terminal}, context.Cause(c.Context)
 	}
 	o := c.classify(resp, err)
+	refusal := false
 	if o == hedge.Retryable && resp != nil {
 		if h := resp.Header.Get("Retry-After"); h != "" {
-			o = c.pushBack(h)
+			refusal = !c.pushBack(h)
 		}
 	}
-	if o != hedge.Retryable {
-		// Every outcome but Retryable ends the call (this one, or one
-		// hedge.Do took before it): every attempt still waiting has lost.
-		// Cancelled here, they leave the server at the decision, not once
-		// RoundTrip has returned.
-		c.cancelLosers(a)
+	if o == hedge.Retryable || o == hedge.Failed {
+		return c.fail(a, resp, o, err, refusal)
 	}
+	// Accept and Terminal end the call (this one, or one hedge.Do took
+	// before it): every attempt still waiting has lost. Cancelled here,
+	// they leave the server at the decision, not once RoundTrip has
+	// returned.
+	c.cancelLosers(a)
 	return result{resp, o, a}, err
 }
 
-// start makes a, waiting, the attempt hedge.Do sends next, unless the
-// call has ended or hedge.Do has already cancelled a hedge.
-func (c *call) start(a *attempt, hctx context.Context) bool {
+// nothingFrom is the error of an attempt whose Base returned neither a
+// response nor an error, which http.Client reports the same way.
+func nothingFrom(base http.RoundTripper) error {
+	return fmt.Errorf("hedgehttp: Base (%T) returned a nil *http.Response with a nil error", base)
+}
+
+// start makes a, waiting, the attempt hedge.Do sends next, and reports
+// whether to send it: not once the call has ended, hedge.Do has already
+// cancelled a hedge, or the call holds a refusal (refused).
+func (c *call) start(a *attempt, hctx context.Context) (send, refused bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if a == &c.primary {
-		return a.waiting // false: a loser before it ran
+	if a != &c.primary {
+		a.next, c.primary.next = c.primary.next, a
+		a.waiting = !c.over && hctx.Err() == nil // Err: claimed as the call was decided
+	} // else a.waiting is false only for a loser before it ran
+	if a.waiting && c.refused != nil {
+		a.waiting, refused = false, true
 	}
-	a.next, c.primary.next = c.primary.next, a
-	a.waiting = !c.over && hctx.Err() == nil // Err: claimed as the call was decided
-	return a.waiting
+	if a.waiting {
+		a.live = true
+		c.live++
+	}
+	return a.waiting, refused
 }
 
 // hedge makes the attempt of a hedge: a copy of the call's request with
@@ -317,7 +372,7 @@ func (c *call) cancelLosers(keep *attempt) {
 func (c *call) send(a *attempt, k int) (*http.Response, error) {
 	r := a.req
 	if c.resume.Load() != nil {
-		if err := c.wait(r.Context()); err != nil {
+		if err := c.holdBack(a); err != nil {
 			return nil, err
 		}
 	}
@@ -337,8 +392,18 @@ func (c *call) send(a *attempt, k int) (*http.Response, error) {
 	return c.t.base.RoundTrip(r)
 }
 
-// body gives r a body of its own, from GetBody.
+// body gives r a body of its own, from GetBody, and trailers of its own
+// if the call has any.
 func (c *call) body(r *http.Request) error {
+	if c.tr != nil {
+		b, err := c.tr.getBody()
+		if err != nil {
+			return err
+		}
+		r.Body = b
+		c.tr.give(r)
+		return nil
+	}
 	b, err := c.req.GetBody()
 	if err != nil {
 		return err
@@ -361,7 +426,7 @@ func (c *call) classify(resp *http.Response, err error) hedge.Outcome {
 	}
 	done := false
 	defer func() {
-		if !done && resp != nil {
+		if !done && resp != nil && resp.Body != nil {
 			resp.Body.Close() // the classifier panicked: hedge.Do will not discard it
 		}
 	}()

@@ -54,6 +54,19 @@ var protos = []proto{
 		t.Cleanup(srv.Close)
 		return srv.URL, srv.Client().Transport
 	}},
+	{"h2c", 2, func(t *testing.T, h http.Handler) (string, http.RoundTripper) {
+		// HTTP/2 without TLS, as between services inside a mesh.
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		srv := httptest.NewUnstartedServer(h)
+		srv.Config.Protocols = &p
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+		srv.Start()
+		t.Cleanup(srv.Close)
+		tr := &http.Transport{Protocols: &p}
+		t.Cleanup(tr.CloseIdleConnections)
+		return srv.URL, tr
+	}},
 }
 
 // within fails the test if ch does not yield within a generous bound: a

@@ -15,24 +15,25 @@ import (
 // this gets its answer passed to the caller, whose retry loop can wait.
 const maxPushback = time.Second
 
-// pushBack takes in a Retry-After heard on a retryable response. A wait
-// the call can afford holds back every attempt not yet sent; one it
-// cannot, or cannot read, makes the response terminal.
-func (c *call) pushBack(h string) hedge.Outcome {
+// pushBack takes in a Retry-After heard on a retryable response, and
+// reports whether the call can wait it out. A wait it can afford holds
+// back every attempt not yet sent; one it cannot, or cannot read, makes
+// the response a refusal (see refusal.go).
+func (c *call) pushBack(h string) bool {
 	now := time.Now()
 	deadline, _ := c.Deadline()
 	wait, ok := pushback(h, now, deadline)
 	if !ok {
-		return hedge.Terminal
+		return false
 	}
 	at := now.Add(wait)
 	for {
 		old := c.resume.Load()
 		if old != nil && !old.Before(at) {
-			return hedge.Retryable
+			return true
 		}
 		if c.resume.CompareAndSwap(old, &at) {
-			return hedge.Retryable
+			return true
 		}
 	}
 }
@@ -55,6 +56,26 @@ func pushback(h string, now, deadline time.Time) (time.Duration, bool) {
 		return wait, false
 	}
 	return wait, true
+}
+
+// holdBack holds attempt a back until the call's pushback has passed.
+// Meanwhile a does not count in flight: a refusal heard then ends the
+// call without waiting for it, or, if others are in flight, stops it.
+func (c *call) holdBack(a *attempt) error {
+	c.mu.Lock()
+	c.unlive(a)
+	c.mu.Unlock()
+	if err := c.wait(a.req.Context()); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refused != nil {
+		return errHeldBack
+	}
+	a.live = true
+	c.live++
+	return nil
 }
 
 // wait holds an attempt back until the call's pushback has passed.

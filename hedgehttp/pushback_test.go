@@ -81,8 +81,8 @@ func (s *script) unclosed() int {
 }
 
 // A Retry-After on a retryable response holds the next attempt back when
-// the call can afford the wait, and ends the call with that response when
-// it cannot.
+// the call can afford the wait; when it cannot and nothing else is in
+// flight, the call ends with that response (refusal_test.go has the rest).
 func TestRetryAfter(t *testing.T) {
 	// synctest's clock starts on a whole second, so an HTTP date one
 	// second ahead is exactly one second ahead.

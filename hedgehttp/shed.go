@@ -2,7 +2,6 @@ package hedgehttp
 
 import (
 	"net/http"
-	"strconv"
 	"sync/atomic"
 )
 
@@ -13,34 +12,31 @@ import (
 const DefaultAttemptHeader = "Hedge-Attempt"
 
 // shedRetryAfter is the Retry-After of a shed hedge. Zero is the one wait
-// a Transport can afford at any deadline, so its call goes on with the
-// attempts in flight; any longer one, heard less than that wait before
-// the deadline, would end the call with the 503 and cancel the primary.
+// a Transport can afford at any deadline, so its call goes on as it would
+// after any retryable failure.
 const shedRetryAfter = "0"
 
 // Shedder is net/http middleware that sheds hedges first. It counts the
 // requests in flight in Handler. A hedge, a request whose attempt header
-// holds a number of 1 or more, goes through only while fewer than Limit
-// are in flight; otherwise it is answered at once with 503 Service
-// Unavailable and "Retry-After: 0", without reaching Handler. A primary
-// (attempt 0, or no number) always goes through, and counts. So hedges
-// run only on capacity the primaries leave free, and a saturated server
-// spends nothing on them.
+// holds a decimal number of 1 or more however long (see AttemptHeader),
+// goes through only while fewer than Limit are in flight; otherwise it
+// is answered at once with 503 Service Unavailable and "Retry-After: 0",
+// without reaching Handler. A primary (attempt 0, or no number) always
+// goes through, and counts. So hedges run only on capacity the primaries
+// leave free, and a saturated server spends nothing on them.
 //
 //	srv := &http.Server{Handler: &hedgehttp.Shedder{Handler: mux, Limit: 64}}
 //	client := &http.Client{Transport: &hedgehttp.Transport{AttemptHeader: hedgehttp.DefaultAttemptHeader}}
 //
 // What a Transport does with a shed hedge: a 503 is retryable, so the
-// call goes on and the primary still answers it. The zero Retry-After is
-// deliberate. A Transport ends a call with a retryable response whose
-// Retry-After it cannot wait out before the request's deadline, and
-// cancels the other attempts; with "Retry-After: 1", every request due
-// within a second would lose its primary to a shed hedge. With 0, a
-// Transport that may send two attempts (its default) sends nothing more;
-// one allowed more sends its next hedge at once, which is shed as well
-// while the server stays saturated. Give the Transport a
-// hedge.TokenBucket as its Budget, and shed hedges, as retryable
-// failures, stop its hedging across calls until answers refill it.
+// call goes on and the primary still answers it. "Retry-After: 0" asks
+// for no wait: a Transport that may send two attempts (its default) sends
+// nothing more, and one allowed more sends its next hedge at once, which
+// is shed as well while the server stays saturated. (A Retry-After the
+// Transport could not wait out would stop its further attempts, and still
+// leave the primary to answer.) Give the Transport a hedge.TokenBucket as
+// its Budget, and shed hedges, as retryable failures, stop its hedging
+// across calls until answers refill it.
 //
 // The cost: an atomic add as a request enters and another as it leaves
 // (a hedge enters with a compare-and-swap), and no lock. A shed hedge
@@ -74,9 +70,12 @@ type Shedder struct {
 
 	// AttemptHeader names the header that carries the attempt number, as
 	// Transport.AttemptHeader sends it. Empty means DefaultAttemptHeader.
-	// A request without the header, or whose value is not a decimal
-	// number, is a primary: a client that numbers its attempts some other
-	// way is never shed.
+	// A hedge is a request whose first value of the header is a decimal
+	// number of 1 or more: digits only, at least one of them not 0, as
+	// many as it has. Any other request is a primary: one without the
+	// header, with 0, or with a value that is not such a number (a sign,
+	// a space, a fraction), so a client that numbers its attempts some
+	// other way is never shed.
 	AttemptHeader string
 
 	inflight atomic.Int64
@@ -116,12 +115,22 @@ func (s *Shedder) isHedge(r *http.Request) bool {
 	if name == "" {
 		name = DefaultAttemptHeader
 	}
-	v := r.Header.Get(name)
-	if v == "" || v == "0" {
-		return false
+	return countsHedge(r.Header.Get(name))
+}
+
+// countsHedge reports whether v is a decimal number of 1 or more, of any
+// length: a number too big for any integer type is still no primary's.
+func countsHedge(v string) bool {
+	nonzero := false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c < '0' || c > '9':
+			return false
+		case c != '0':
+			nonzero = true
+		}
 	}
-	k, err := strconv.ParseUint(v, 10, 64)
-	return err == nil && k > 0
+	return nonzero
 }
 
 // admitHedge takes a place in flight for a hedge if fewer than Limit are

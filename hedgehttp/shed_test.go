@@ -249,7 +249,9 @@ func TestShedderRule(t *testing.T) {
 		{"negative: a primary", "", []string{"-1"}, false},
 		{"not a number: a primary", "", []string{"one"}, false},
 		{"a fraction: a primary", "", []string{"1.5"}, false},
-		{"out of range: a primary", "", []string{"99999999999999999999"}, false},
+		{"past a uint64: a hedge", "", []string{"99999999999999999999"}, true},
+		{"zeros: a primary", "", []string{"000"}, false},
+		{"a sign: a primary", "", []string{"+1"}, false},
 		{"the first of two values counts", "", []string{"0", "1"}, false},
 		{"a header of the service's naming", "X-Attempt", []string{"1"}, true},
 		{"not the header the service named", "X-Attempt", nil, false},
@@ -458,8 +460,7 @@ func servePipes(t *testing.T, h http.Handler) http.RoundTripper {
 // In virtual time, the exact course of a call whose hedge is shed: the
 // hedge is answered at once and the call returns the primary's answer
 // when the primary gives it, even with the deadline less than a second
-// away, where a Retry-After of 1 would have ended the call with the 503.
-// Further hedges, where allowed, are shed at once as well; a token bucket
+// away. Further hedges, where allowed, are shed at once as well; a token bucket
 // stops hedging across calls.
 func TestShedderInVirtualTime(t *testing.T) {
 	const primary, delay = 100 * ms, 10 * ms

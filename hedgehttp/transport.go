@@ -19,6 +19,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tailcut/hedge"
 )
@@ -35,9 +36,12 @@ import (
 // or a context deadline: Transport adds none), a network error or a 429,
 // 502, 503 or 504 starts the next attempt at once. A Retry-After on such a
 // response holds the next attempts back: a wait of up to a second that
-// ends before the deadline is waited out; a longer or unreadable one ends
-// the call with that response, so the caller sees the server's answer
-// rather than a hedge it asked not to get.
+// ends before the deadline is waited out. A longer or unreadable one is a
+// refusal: no attempt is sent after it, the attempts in flight run on,
+// and unless one of them is accepted the call ends with the refusal, so
+// that the caller sees when the server asked it to come back. A load
+// shedder in front of one replica refuses a hedge without saying anything
+// of the primary's fate.
 //
 // A Transport is safe for concurrent use. Set its fields before its first
 // request; it reads some of them once, and must not be copied after.
@@ -108,6 +112,10 @@ type Transport struct {
 	delay  hedge.Delay
 	routes *routes
 	err    error // a setting RoundTrip cannot run with
+
+	// How far an attempt grows its stack before Base, and the votes for
+	// the next level: see stack.go.
+	stackLevel, stackVotes atomic.Int32
 }
 
 // RoundTrip sends req and, if it may be hedged, its duplicates, and
@@ -116,8 +124,8 @@ type Transport struct {
 // goes to Base as it is, at Base's own cost.
 //
 // The response's body stays readable after RoundTrip returns, until the
-// caller closes it or req's context ends; closing it releases all the
-// call holds. If req's context ends before a response is chosen,
+// caller closes it or req's context ends; closing it, or reading it to
+// its end, releases all the call holds. If req's context ends before a response is chosen,
 // RoundTrip returns context.Cause at once. A panic in Classify, Delay or
 // Budget reaches the caller as a *hedge.PanicError.
 //
@@ -129,7 +137,9 @@ type Transport struct {
 // after it returned: the caller may reuse req once it has closed the
 // response's body, or at once after an error. (req.Body goes with the
 // first attempt, whose Base may close it later, as http.RoundTripper
-// allows.)
+// allows.) The values of req.Trailer are the exception: as
+// http.Transport does, each attempt reads them from that map as its body
+// ends, so that a caller may fill them while the body is read.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.once.Do(t.init)
 	if !t.hedges(req) {
@@ -153,6 +163,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Observer:    c.observer(),
 	}
 	r, err := hedge.Do(c, p, run)
+	if err == errRefused {
+		return c.takeRefused(), nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,9 @@ type Verdict struct {
 	Pass     bool
 }
 
-// Criterion is one target of a default policy, as Judge checks it.
+// Criterion is one target of a default policy, as Judge checks it: a
+// short name, the target in words, and the Limit that a Verdict's Figure
+// must not exceed. It is a plain value.
 type Criterion struct {
 	Name   string
 	Target string
@@ -58,10 +60,18 @@ type Criterion struct {
 // scenario.
 type criterion struct {
 	Criterion
-	oracle    bool // it needs the grid of fixed plans on each scenario's load
+	oracle    oracleNeed // whether it needs the grid of fixed plans on each scenario's load
 	scenarios func(full bool) []scenario
 	judge     func(j *judging, s scenario) Verdict
 }
+
+type oracleNeed int
+
+const (
+	noOracle     oracleNeed = iota
+	oracleAlways            // the criterion compares with it
+	oracleIfFull            // it shows what is feasible, in a full run
+)
 
 // scenario is one Load the contender runs. ref is the same Load without
 // its disturbance, for the recovery after it; block is the disturbance's
@@ -168,7 +178,8 @@ func shiftScenarios(full bool) []scenario {
 		each(func(c Cancel) scenario { return shift(0.5, c) })...)
 }
 
-// Criteria are the targets Judge checks, in the order of its verdicts.
+// Criteria returns the targets Judge checks, in the order of its
+// verdicts, in a slice of the caller's own.
 func Criteria() []Criterion {
 	cs := make([]Criterion, len(criteria))
 	for i, c := range criteria {
@@ -193,7 +204,7 @@ var criteria = []criterion{{
 	judge: judgeIndependent,
 }, {
 	Criterion: Criterion{"sharp", "ρ ≤ 0.5: p99 ≤ 1.2× the best fixed plan with the same budget", 1.2},
-	oracle:    true,
+	oracle:    oracleAlways,
 	scenarios: sharpScenarios,
 	judge: func(j *judging, s scenario) Verdict {
 		r := j.run(s.load)
@@ -232,7 +243,7 @@ var criteria = []criterion{{
 	},
 }, {
 	Criterion: Criterion{"brownout", "one replica of four 5× slower: p99 ≤ 1.5× the best fixed plan with the same budget", 1.5},
-	oracle:    true,
+	oracle:    oracleAlways,
 	scenarios: brownoutScenarios,
 	judge: func(j *judging, s scenario) Verdict {
 		r := j.run(s.load)
@@ -241,7 +252,7 @@ var criteria = []criterion{{
 	},
 }, {
 	Criterion: Criterion{"recovery", "from two blocks after a disturbance: each block's p99 ≤ 1.1× the undisturbed run's", 1.1},
-	oracle:    true,
+	oracle:    oracleIfFull,
 	scenarios: func(full bool) []scenario {
 		return slices.Concat(brownoutScenarios(full), overloadScenarios(full), shiftScenarios(full))
 	},
@@ -308,7 +319,8 @@ func ratio(got, ref time.Duration, refName string) Verdict {
 
 // judgeRecovery compares each block from s.from on with the same block of
 // the undisturbed run, and the best fixed plan for the disturbed run
-// likewise.
+// likewise where its grid was run: always in a full run, and in a quick
+// one where another criterion needs it.
 func judgeRecovery(j *judging, s scenario) Verdict {
 	worst := func(r, ref LoadRow) (f float64, k int) {
 		f = -1
@@ -325,13 +337,13 @@ func judgeRecovery(j *judging, s scenario) Verdict {
 	v.Figure, k = worst(r, ref)
 	v.Contender = fmt.Sprintf("%v in block %d", roundLatency(r.Blocks[k].P99), k+1)
 	v.Reference = fmt.Sprintf("undisturbed: %v", roundLatency(ref.Blocks[k].P99))
-	o, _ := Best(j.grid(s.load), j.budget, Whole)
-	oref, err := RunPlan(*s.ref, o.Plan)
-	if err != nil {
-		v.Feasible = math.NaN()
-		return v
+	v.Feasible = math.NaN()
+	if grid := j.grid(s.load); grid != nil {
+		o, _ := Best(grid, j.budget, Whole)
+		if oref, err := RunPlan(*s.ref, o.Plan); err == nil {
+			v.Feasible, _ = worst(o.LoadRow, oref)
+		}
 	}
-	v.Feasible, _ = worst(o.LoadRow, oref)
 	return v
 }
 
@@ -376,8 +388,10 @@ func (j *judging) none(l Load) LoadRow   { return j.nones[j.key(l)] }
 // The contender's runs are parallel subtests of a subtest named "judge",
 // as Sweep runs them; the oracles' grids run beside them on every
 // processor, and once per process (see RunGrid). A run that fails stops
-// t once every run has ended. A quick look (cfg.Full false) runs the
-// contender on 7 loads of 7,000 calls and 4 grids of about 50 plans; a
+// t once every run has ended. Call Judge from t's own goroutine, as
+// t.Run must be; the independent draws run after the rest, through Run.
+// They are the tail lab's, which cfg.Seed does not vary. A quick look (cfg.Full false) runs the
+// contender on 7 loads of 7,000 calls and 3 grids of about 30 plans; a
 // full one on 51 loads, and 24 grids of a few hundred plans.
 func Judge(t *testing.T, c Contender, cfg JudgeConfig) []Verdict {
 	t.Helper()
@@ -406,7 +420,7 @@ func Judge(t *testing.T, c Contender, cfg JudgeConfig) []Verdict {
 			case s.independent:
 				add(&independent, "i", s.load)
 				continue
-			case cr.oracle:
+			case cr.oracle == oracleAlways || cr.oracle == oracleIfFull && cfg.Full:
 				add(&grids, "g", s.load)
 			}
 			add(&runs, "r", s.load)
@@ -549,7 +563,8 @@ func describePeriod(l Load, p Period) string {
 	return fmt.Sprintf("in blocks %d–%d", from/l.Block+1, to/l.Block)
 }
 
-// VerdictTable formats verdicts under title, one line each.
+// VerdictTable formats verdicts under title, one line each: "MISSED"
+// marks those that failed, and "-" a Feasible that tells nothing.
 func VerdictTable(title string, vs []Verdict) string {
 	var b strings.Builder
 	b.WriteString(title + "\n")

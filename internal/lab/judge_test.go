@@ -11,8 +11,8 @@ import (
 )
 
 // A grid starts with no hedging, runs each plan as RunPlan does, spans
-// 0.8× the median to 1.25× the largest p99 without hedging, and is run
-// once per process.
+// 0.8× the median to 1.25× the largest p99 without hedging for the last
+// hedge, and is run once per process.
 func TestRunGrid(t *testing.T) {
 	l := Load{Rho: 0.5, Warm: 200, Calls: 600, Block: 200, Seed: 5}
 	g := Grid{Step: 1.5, Hedges: 2}
@@ -32,12 +32,12 @@ func TestRunGrid(t *testing.T) {
 	for _, r := range rows[1:] {
 		perHedges[r.Plan.Hedges]++
 		d := float64(r.Plan.Delay)
-		if d < 0.8*float64(none.P50)-1 || d > 1.25*float64(hi) {
-			t.Errorf("%v is outside [0.8 × %v, 1.25 × %v]", r.Plan, none.P50, hi)
+		if d < 0.8*float64(none.P50)-1 || d*float64(r.Plan.Hedges) > 1.25*float64(hi) {
+			t.Errorf("%v: delay outside [0.8 × %v, 1.25 × %v / hedges]", r.Plan, none.P50, hi)
 		}
 	}
-	if len(perHedges) != 2 || perHedges[1] != perHedges[2] || perHedges[1] < 5 {
-		t.Errorf("plans by hedges: %v, want as many of 1 and 2, at least 5", perHedges)
+	if len(perHedges) != 2 || perHedges[1] <= perHedges[2] || perHedges[2] < 3 {
+		t.Errorf("plans by hedges: %v, want more of 1 than of 2, and at least 3 of 2", perHedges)
 	}
 	for _, i := range []int{1, len(rows) / 2, len(rows) - 1} {
 		want, _ := RunPlan(l, rows[i].Plan)

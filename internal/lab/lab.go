@@ -3,6 +3,12 @@
 // fixed plan in hindsight to compare with. Every attempt's latency is a
 // pure function of (call, attempt), so every policy under test, and the
 // oracle, meets the same upstream.
+//
+// The load lab (RunLoad) serves the calls from replicas with queues
+// under open-loop load, where a hedge costs a worker or a place in a
+// queue; RunPlan and RunGrid compute fixed plans on the same draws, and
+// Judge checks a policy against the targets of a default, each against
+// the best fixed plan with the same budget.
 package lab
 
 import (

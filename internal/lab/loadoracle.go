@@ -20,14 +20,14 @@ type Grid struct {
 }
 
 // The grids of a quick look and of a whole run. A quick look's delays are
-// 30 % apart, with at most two hedges: its best plan's p99 can be a tenth
-// or so above the whole grid's, whose delays are 5 % apart.
+// 30 % apart, with at most two hedges: its best plan's p99 can be some
+// 5 % above the whole grid's, whose delays are 10 % apart.
 var (
 	DefaultGrid = Grid{Step: 1.3, Hedges: 2}
-	FullGrid    = Grid{Step: 1.05, Hedges: 3}
+	FullGrid    = Grid{Step: 1.1, Hedges: 3}
 )
 
-// PlanRow is a fixed plan and what it did on a Load.
+// PlanRow is a fixed plan and what it did on a Load. It is a plain value.
 type PlanRow struct {
 	Plan FixedPlan
 	LoadRow
@@ -37,7 +37,9 @@ type PlanRow struct {
 // hedging first. The delays span what may matter to l's p99: from 0.8×
 // the median latency without hedging (earlier, the first hedge alone
 // doubles the load) to 1.25× its largest p99, over the whole run or any
-// block. The runs are independent, so they run on every processor.
+// block; a plan whose last hedge would be due after that is left out, as
+// the same plan with one hedge fewer has its p99 for less load. The runs
+// are independent, so they run on every processor.
 //
 // A grid is run once per process: RunGrid keeps the rows, by g and l
 // (whose Service it knows by Name), and returns the same ones to every
@@ -81,7 +83,7 @@ func runGrid(l Load, g Grid) ([]PlanRow, error) {
 	}
 	plans := []FixedPlan{{}}
 	for h := 1; h <= g.Hedges; h++ {
-		for x := 0.8 * float64(none.P50); x <= 1.25*float64(hi); x *= g.Step {
+		for x := 0.8 * float64(none.P50); x*float64(h) <= 1.25*float64(hi); x *= g.Step {
 			plans = append(plans, FixedPlan{Delay: time.Duration(x), Hedges: h})
 		}
 	}
@@ -101,7 +103,8 @@ func runGrid(l Load, g Grid) ([]PlanRow, error) {
 
 // Measure is what an oracle minimises and bounds in a row: a p99 and the
 // attempts per call of the same calls, such as the whole run's or one
-// block's.
+// block's. It must be safe to call concurrently, as Whole and InBlock
+// are.
 type Measure func(LoadRow) (p99 time.Duration, amp float64)
 
 // Whole measures a row's whole run.

@@ -1,0 +1,90 @@
+package hedgehttp
+
+import "unsafe"
+
+// An attempt runs on a goroutine of its own, which hedge.Do starts for it
+// and whose stack starts small: 2 KiB, unless the runtime has seen bigger
+// ones in the program. A real http.Transport needs about 8 KiB, so the
+// stack grows in the middle of its round trip, where the runtime copies
+// it with every frame beneath, each of which it must look up: about
+// 2.5 µs per request over net.Pipe, a twelfth of the call's CPU time.
+// Grown at the attempt's start instead, before Base is called, the copy is
+// of a few small frames, and costs about half as much.
+//
+// Base may need no more than the first stack (a RoundTripper that answers
+// from memory) or more than 8 KiB, so the Transport learns how much from
+// its attempts. Each one notes whether its stack moved while Base ran;
+// once the moves outnumber the attempts that did not by stackVotes, the
+// attempts after them grow their stacks one level further first. A few
+// attempts grow their stacks on any Base (a rare path, a collection at
+// the wrong time): those never add up to a level, which would cost every
+// attempt a copy. A level is never lowered: a Base that needed the stack
+// will again.
+const (
+	// maxStackLevel grows an attempt's stack to 32 KiB at most: deeper
+	// than that, a copy at the top saves too little to spend the memory
+	// on every attempt.
+	maxStackLevel = 3
+	stackVotes    = 16
+)
+
+// growStack grows the calling goroutine's stack to 4 << level KiB, if it
+// is smaller: a frame of half that makes the runtime grow it in one copy.
+// On a stack big enough it costs a call and the zeroing of its frame.
+func growStack(level int32) {
+	switch level {
+	case 1:
+		grow8KiB(0)
+	case 2:
+		grow16KiB(0)
+	default:
+		grow32KiB(0)
+	}
+}
+
+// The index is a parameter so that the compiler keeps the whole frame.
+
+//go:noinline
+func grow8KiB(i int) byte {
+	var frame [4 << 10]byte
+	return frame[i]
+}
+
+//go:noinline
+func grow16KiB(i int) byte {
+	var frame [8 << 10]byte
+	return frame[i]
+}
+
+//go:noinline
+func grow32KiB(i int) byte {
+	var frame [16 << 10]byte
+	return frame[i]
+}
+
+// stackMark returns an address in its own frame. Called twice from one
+// frame, it answers the same unless the goroutine's stack moved between
+// the calls: it grew (or the collector shrank it).
+//
+//go:noinline
+func stackMark() uintptr {
+	var b byte
+	return uintptr(unsafe.Pointer(&b))
+}
+
+// sent counts the vote of an attempt that grew its stack to level first
+// (0: not at all), moved if its stack moved while Base ran. Votes cast at
+// a level the Transport has left behind do not count.
+func (t *Transport) sent(level int32, moved bool) {
+	switch {
+	case level != t.stackLevel.Load():
+	case !moved:
+		if t.stackVotes.Load() > 0 {
+			t.stackVotes.Add(-1)
+		}
+	case level < maxStackLevel && t.stackVotes.Add(1) >= stackVotes:
+		if t.stackLevel.CompareAndSwap(level, level+1) {
+			t.stackVotes.Store(0)
+		}
+	}
+}
