@@ -108,11 +108,18 @@ func (k *adaptiveKey) Allow(_ context.Context, n int) bool {
 }
 
 // Done tells the breaker how attempt n ended, and the win rate how a
-// hedge did.
+// hedge did. An extra attempt that failed at once, as a server that
+// sheds hedges answers them, ran no race, but says the server has no
+// room: the key holds its hedges back until 250 primaries in a row have
+// matched its plan again.
 func (k *adaptiveKey) Done(_ context.Context, n int, o Outcome) {
 	k.s.breaker.done(&k.circuit, k.key, n, o)
-	if !primary(n) {
-		k.s.win.done(&k.win, o, milli*milli/k.need())
+	if primary(n) {
+		return
+	}
+	k.s.win.done(&k.win, o, milli*milli/k.need())
+	if o == Retryable || o == Failed {
+		k.calm.Store(0)
 	}
 }
 

@@ -219,34 +219,46 @@ func TestAdaptiveBoundContention(t *testing.T) {
 }
 
 // A hedge that loses earns nothing: once a key's hedges have lost their
-// credit of 10, they go on only as probes, one per hundred calls. A hedge
-// that a server sheds (it fails at once, retryable) is no loss: however
-// many are shed, none is refused while the bound has room.
+// credit of 10, they go on only as probes, one per hundred calls.
 func TestAdaptiveWinRate(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		o    hedge.Outcome
-		want int
-	}{
-		{"hedges lose", hedge.Canceled, 10 + 9},
-		{"hedges are shed", hedge.Retryable, 1000},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			a := &hedge.Adaptive{Load: 1, Clock: clock.NewMock()}
-			ctx := context.Background()
-			settle(a, ctx)
-			granted := 0
-			for range 1000 {
-				a.Allow(ctx, 0)
-				if a.Allow(ctx, 1) {
-					granted++
-					a.Done(ctx, 1, tt.o)
-				}
-			}
-			if granted != tt.want {
-				t.Errorf("%d hedges in 1,000 calls, want %d", granted, tt.want)
-			}
-		})
+	a := &hedge.Adaptive{Load: 1, Clock: clock.NewMock()}
+	ctx := context.Background()
+	settle(a, ctx)
+	granted := 0
+	for range 1000 {
+		a.Allow(ctx, 0)
+		if a.Allow(ctx, 1) {
+			granted++
+			a.Done(ctx, 1, hedge.Canceled)
+		}
+	}
+	if granted != 10+9 {
+		t.Errorf("%d hedges in 1,000 calls, want 19", granted)
+	}
+}
+
+// A hedge that a server sheds (it fails at once, retryable) is no lost
+// race, but a sign that the server has no room: the key schedules no
+// hedge until 250 primaries in a row have matched its plan again, and the
+// shed hedge's credit comes back, so that one shed hedge after another,
+// each after its key settled again, are all granted.
+func TestAdaptiveShedHedges(t *testing.T) {
+	a := &hedge.Adaptive{Load: 1, Clock: clock.NewMock()}
+	ctx := context.Background()
+	settle(a, ctx)
+	for i := range 30 { // three times the win rate's credit
+		a.Allow(ctx, 0)
+		if !a.Allow(ctx, 1) {
+			t.Fatalf("shed hedge %d refused", i)
+		}
+		a.Done(ctx, 1, hedge.Retryable)
+		if d := a.Next(ctx, 0); d >= 0 {
+			t.Fatalf("after shed hedge %d: Next = %v, want no hedge", i, d)
+		}
+		learn90(a, 750, 1000, 1)
+		if d, plan := a.Next(ctx, 0), a.Plan(ctx); d != plan.Delay || plan.Hedges == 0 {
+			t.Fatalf("250 primaries after shed hedge %d: Next = %v, want the plan's %v", i, d, plan.Delay)
+		}
 	}
 }
 
