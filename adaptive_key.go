@@ -21,10 +21,11 @@ type adaptiveKey struct {
 	bound   atomic.Int64
 	win     winCredit
 	circuit circuit
-	// p75 is the p75 of the samples of the current plan, in ns; 0 before
-	// the first. share is the moving share of recent primaries slower
-	// than it, in 1/shareOne, and strays counts the primaries it has been
-	// out of bounds for (see adaptive_learn.go).
+	// The watch on the plan (see adaptive_learn.go): p75 is the p75 of
+	// the samples of the current plan, in ns, 0 before the first; share
+	// is the moving share of recent primaries slower than it, in
+	// 1/shareOne; strays counts the primaries it has been out of bounds
+	// for, and calm those it has matched the plan for, in a row.
 	p75, share, strays, calm atomic.Int64
 	// The calls' arrivals: when the last came, in ns since the state was
 	// made, how many have, and the moving averages of the gaps between
@@ -54,7 +55,8 @@ func (s *adaptiveState) newKey(key string) *adaptiveKey {
 }
 
 // Next returns the plan's delay for the first Hedges attempts, and -1
-// after them, or while the breaker is open.
+// after them, while the key's watch holds hedges back (see
+// adaptive_learn.go), or while the breaker is open.
 func (k *adaptiveKey) Next(_ context.Context, n int) time.Duration {
 	plan := k.plan.plan.Load()
 	if n >= plan.Hedges || k.unsettled() || k.open() {
@@ -123,14 +125,18 @@ func (k *adaptiveKey) Done(_ context.Context, n int, o Outcome) {
 	}
 }
 
-// need is the win rate, in thousandths, that hedges must keep up to go
-// on unchecked: half of what the plan expects of them, and at least the
-// win rule's tenth. The plan assumes attempts are independent; when the
-// slowness belongs to the request, or every replica queues alike, a hedge
-// wins far less often than planned, and pays for far less than the plan
-// counted on.
+// minNeed is the least win rate, in thousandths, that need asks of
+// hedges. Where every replica queues alike, hedges that win one time in
+// four or five mostly win by cutting in line, and each one that runs to
+// the end lengthens the queue for every call.
 const minNeed = milli / 3
 
+// need is the win rate, in thousandths, that hedges must keep up to go
+// on unchecked: half of what the plan expects of them, and at least
+// minNeed. The plan assumes attempts are independent; when the slowness
+// belongs to the request, or every replica queues alike, a hedge wins
+// far less often than planned, and pays for far less than the plan
+// counted on.
 func (k *adaptiveKey) need() int64 {
 	return max(minNeed, int64(k.plan.plan.Load().WinRate*milli/2))
 }
