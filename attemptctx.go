@@ -400,10 +400,15 @@ func (w *watch) remove(h *hook) bool {
 }
 
 // canceled reports whether the call cancelled the attempt.
-func (a *attemptCtx) canceled() bool {
+func (a *attemptCtx) canceled() bool { return a.canceledWith() != nil }
+
+// canceledWith returns the error the call cancelled the attempt with:
+// context.DeadlineExceeded when the call's deadline cut it off, or nil
+// while the call has not cancelled it.
+func (a *attemptCtx) canceledWith() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.err != nil
+	return a.err
 }
 
 // ErrSuperseded is the cause with which Do cancels an attempt whose result

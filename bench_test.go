@@ -50,6 +50,13 @@ func BenchmarkFastPath(b *testing.B) {
 			hedge.Do(ctx, p, answer1)
 		}
 	})
+	b.Run("hedge-auto", func(b *testing.B) {
+		b.ReportAllocs()
+		p := hedge.Auto[int]()
+		for b.Loop() {
+			hedge.Do(ctx, p, answer1)
+		}
+	})
 	b.Run("hedge-cancelable-ctx", func(b *testing.B) {
 		b.ReportAllocs()
 		ctx, cancel := context.WithCancel(ctx)
@@ -129,4 +136,16 @@ func BenchmarkParallelFastPath(b *testing.B) {
 			})
 		})
 	}
+	// The production policy: a plan, a bound, a win rate and a breaker,
+	// learning from every call.
+	b.Run("hedge-auto", func(b *testing.B) {
+		b.ReportAllocs()
+		p := hedge.Auto[int]()
+		p.Observer = &hedge.Stats{}
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				hedge.Do(ctx, p, answer1)
+			}
+		})
+	})
 }

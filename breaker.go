@@ -108,9 +108,11 @@ type BreakerConfig struct {
 // primaries are what it measures, per key of Key:
 //
 //   - Closed, it grants every hedge and keeps the outcomes of the key's
-//     last Samples primaries. Accept is a success; Retryable and Terminal
-//     (a panic included) are failures; Canceled says nothing of the
-//     upstream and is not counted. When all of them lie within Window and
+//     last Samples primaries. Accept is a success; Retryable, Failed,
+//     Terminal (a panic included) and TimedOut (a primary that the
+//     call's deadline cut off: a hung upstream) are failures; Canceled (a
+//     primary that lost the race, or whose caller gave up) says nothing
+//     of the upstream and is not counted. When all of them lie within Window and
 //     at least Threshold failed, it opens. So once every primary fails, it
 //     opens within Samples of them (if they come within a Window), and
 //     after ⌈Threshold × Samples⌉ of them if the ring held recent
@@ -119,8 +121,9 @@ type BreakerConfig struct {
 //   - Half-open, it grants up to Trials trial hedges. A trial that is
 //     accepted counts toward closing; when Trials have been accepted, it
 //     closes and starts a fresh count. A trial that fails opens it again
-//     for another Cooldown. A trial that was cancelled (it lost the race,
-//     or never started: see Releaser) gives its slot back.
+//     for another Cooldown, as does one the deadline cut off. A trial
+//     that was cancelled (it lost the race, or never started: see
+//     Releaser) gives its slot back.
 //
 // Hedges' outcomes do not count while it is closed, for three reasons.
 // Hedges are sent only for calls whose primary was slow or failed, so
@@ -191,6 +194,18 @@ const (
 // taking their defaults. For a field out of range it returns nil and an
 // error wrapping ErrInvalidBudget.
 func NewBreaker(c BreakerConfig) (*Breaker, error) {
+	b, err := newBreakerRule(c)
+	if err != nil {
+		return nil, err
+	}
+	b.circuits.init(c.Key, orDefault(c.MaxKeys, defaultBreakerMaxKeys), b.newCircuit)
+	return b, nil
+}
+
+// newBreakerRule checks c and returns a Breaker with its settings and no
+// circuits: NewBreaker adds a table of them, an Adaptive keeps one in
+// each key's state.
+func newBreakerRule(c BreakerConfig) (*Breaker, error) {
 	switch {
 	case !(c.Threshold >= 0 && c.Threshold <= 1): // and not NaN
 		return nil, fmt.Errorf("%w: breaker threshold %v is outside (0, 1]", ErrInvalidBudget, c.Threshold)
@@ -217,7 +232,6 @@ func NewBreaker(c BreakerConfig) (*Breaker, error) {
 		clk:       c.Clock,
 	}
 	b.origin = b.now()
-	b.circuits.init(c.Key, orDefault(c.MaxKeys, defaultBreakerMaxKeys), b.newCircuit)
 	return b, nil
 }
 
@@ -238,7 +252,12 @@ func (b *Breaker) Allow(ctx context.Context, k int) bool {
 	if !b.circuits.ready() { // the zero value
 		return false
 	}
-	c := b.circuits.of(ctx)
+	return b.allow(b.circuits.of(ctx))
+}
+
+// allow grants a hedge of c: always while closed, and a trial slot while
+// half-open.
+func (b *Breaker) allow(c *circuit) bool {
 	phase := BreakerState(c.phase.Load())
 	if phase == BreakerClosed {
 		return true
@@ -275,10 +294,15 @@ func (b *Breaker) Done(ctx context.Context, k int, o Outcome) {
 		return
 	}
 	key := b.circuits.keyOf(ctx)
-	c := b.circuits.get(key)
-	if primary(k) {
+	b.done(b.circuits.get(key), key, k, o)
+}
+
+// done takes attempt k's outcome into c, the circuit of key.
+func (b *Breaker) done(c *circuit, key string, k int, o Outcome) {
+	switch {
+	case primary(k) && o != Canceled:
 		b.measure(c, key, o != Accept)
-	} else if BreakerState(c.phase.Load()) == BreakerHalfOpen {
+	case !primary(k) && BreakerState(c.phase.Load()) == BreakerHalfOpen:
 		b.judge(c, key, o)
 	}
 }
@@ -291,7 +315,12 @@ func (b *Breaker) Release(ctx context.Context, k int) {
 		return
 	}
 	key := b.circuits.keyOf(ctx)
-	c := b.circuits.get(key)
+	b.release(b.circuits.get(key), key)
+}
+
+// release gives back the trial slot a grant took from c, if it is
+// half-open.
+func (b *Breaker) release(c *circuit, key string) {
 	if BreakerState(c.phase.Load()) == BreakerHalfOpen {
 		b.judge(c, key, Canceled)
 	}
@@ -406,9 +435,13 @@ func (b *Breaker) close(c *circuit) {
 	c.phase.Store(int32(BreakerClosed))
 }
 
-func (b *Breaker) newCircuit() *circuit {
-	return &circuit{ring: make([]atomic.Uint64, b.samples)}
+func (b *Breaker) newCircuit(string) *circuit {
+	c := &circuit{}
+	b.initCircuit(c)
+	return c
 }
+
+func (b *Breaker) initCircuit(c *circuit) { c.ring = make([]atomic.Uint64, b.samples) }
 
 func (b *Breaker) now() time.Time {
 	if b.clk == nil {

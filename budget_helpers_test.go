@@ -42,7 +42,7 @@ func checkZeroBudget(t *testing.T, b interface {
 }) {
 	t.Helper()
 	ctx := context.Background()
-	for _, o := range []hedge.Outcome{hedge.Accept, hedge.Retryable, hedge.Terminal, hedge.Canceled, hedge.Failed} {
+	for _, o := range []hedge.Outcome{hedge.Accept, hedge.Retryable, hedge.Terminal, hedge.Canceled, hedge.Failed, hedge.TimedOut} {
 		b.Done(ctx, 0, o)
 		b.Done(ctx, 1, o)
 	}

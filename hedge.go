@@ -12,7 +12,17 @@
 // at most (MaxAttempts), which results to accept (Classify), how much
 // extra load is allowed across calls (Budget), what to do with the values
 // Do does not return (Discard), and who hears about each call (Observer).
-// The zero Policy hedges once, after DefaultDelay.
+//
+// Start with Auto, the production setup in one expression: it learns how
+// early to hedge and how many times, bounds the extra load to a tenth of
+// the calls, and stops hedging when hedges stop winning or primaries
+// fail. Make it once per kind of call and share it:
+//
+//	var profiles = hedge.Auto[Profile]()
+//
+// For a plan per route, give an Adaptive a Key and put it in both the
+// Delay and the Budget of a Policy. The zero Policy is a plain,
+// stateless value: it hedges once, after DefaultDelay, with no bound.
 //
 // Do does not wait for the attempts it cancels: fn must honour its
 // context, or its goroutine runs on until fn returns. Everything Do holds
@@ -118,9 +128,6 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if c.delay == nil {
 		c.delay = defaultDelay
 	}
-	_, c.learns = c.delay.(Learner)
-	_, c.counts = c.delay.(counter)
-	c.track = c.learns || p.Observer != nil
 	c.stepFn = c.step
 	c.wake.L = &c.mu
 	if v, ok := c.delay.(validator); ok {
@@ -135,6 +142,20 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 			c.max = int32(planned)
 		}
 	}
+	// A call that asks its hooks anything before it ends looks its key up
+	// once; one that cannot hedge and has no budget leaves the key to its
+	// Learner, which hears only of an accepted primary.
+	if c.max > 1 || c.budget != nil {
+		if !c.guard(0, func() { err = c.bind(ctx) }) {
+			panic(c.panicked) // an Adaptive's Key panicked; a Goexit does not return here
+		}
+		if err != nil {
+			return zero, err
+		}
+	}
+	_, c.learns = c.delay.(Learner)
+	_, c.counts = c.delay.(counter)
+	c.track = c.learns || p.Observer != nil
 	c.begin = c.now()
 	c.sched, c.timeout = never, never
 	if parentDeadline, hasDeadline := ctx.Deadline(); hasDeadline || p.Timeout > 0 {

@@ -18,9 +18,8 @@ const (
 	Terminal
 	// Canceled is what Do reports to a Budget for an attempt whose result
 	// did not count: a loser (also one that answered in the same instant
-	// as the winner), or an attempt cut off by the deadline or by the
-	// caller. Classifiers do not return it; if one does, Do treats it as
-	// Terminal.
+	// as the winner), or an attempt cut off because the caller gave up.
+	// Classifiers do not return it; if one does, Do treats it as Terminal.
 	Canceled
 	// Failed is a failure that starts nothing at once: the other attempts
 	// run on and the hedges already scheduled still come, but unlike
@@ -30,6 +29,12 @@ const (
 	// classifier of its own: a failure is retried once, by the loop, after
 	// its backoff, not at once by Do as well.
 	Failed
+	// TimedOut is what Do reports to a Budget for an attempt that the
+	// call's deadline (the Timeout's or ctx's) cut off before it answered.
+	// Unlike a loser's Canceled, it says something of the upstream: a
+	// primary that never answered in time is a failure to a Breaker.
+	// Classifiers do not return it; if one does, Do treats it as Terminal.
+	TimedOut
 )
 
 // String returns the outcome's name.
@@ -45,6 +50,8 @@ func (o Outcome) String() string {
 		return "Canceled"
 	case Failed:
 		return "Failed"
+	case TimedOut:
+		return "TimedOut"
 	}
 	return "Outcome(?)"
 }

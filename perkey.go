@@ -12,16 +12,18 @@ import (
 type perKey[S any] struct {
 	key      func(context.Context) string // nil: every call under one key
 	max      int
-	fresh    func() *S
+	fresh    func(key string) *S
 	mu       sync.Mutex // held to add a key
 	m        sync.Map   // string → *S, at most max of them
 	n        int        // keys in m; guarded by mu
 	overflow *S
 }
 
-func (p *perKey[S]) init(key func(context.Context) string, max int, fresh func() *S) {
+// init readies p. fresh makes the S of a key; the overflow S is made
+// with the key "".
+func (p *perKey[S]) init(key func(context.Context) string, max int, fresh func(key string) *S) {
 	p.key, p.max, p.fresh = key, max, fresh
-	p.overflow = fresh()
+	p.overflow = fresh("")
 }
 
 // ready reports whether init has run: a budget's zero value has not.
@@ -50,7 +52,7 @@ func (p *perKey[S]) get(key string) *S {
 	if p.n >= p.max {
 		return p.overflow
 	}
-	s := p.fresh()
+	s := p.fresh(key)
 	p.m.Store(key, s)
 	p.n++
 	return s

@@ -163,10 +163,13 @@ func (p *Planner) Curve(h int) []Plan {
 // Learn records how long a primary ran, and replans every Window/2
 // samples.
 func (p *Planner) Learn(_ context.Context, primary time.Duration, complete bool) {
-	s := p.load()
-	if s.err != nil {
-		return
+	if s := p.load(); s.err == nil {
+		s.learn(primary, complete)
 	}
+}
+
+// learn records a sample, and replans every Window/2 samples.
+func (s *plannerState) learn(primary time.Duration, complete bool) {
 	i := s.n.Add(1) - 1
 	gen, fresh := generation(i, s.window)
 	if fresh {
@@ -363,8 +366,15 @@ func (st *plannerState) evaluate(s survival, q float64, d time.Duration, h int) 
 // target quantile, and among those within the buckets' resolution of it
 // the cheapest. Ties are judged against the least latency, not pairwise,
 // so that no chain of slightly cheaper plans walks away from it.
-func (st *plannerState) replan(s survival) Plan {
-	const tie = 1.02
+func (st *plannerState) replan(s survival) Plan { return st.replanWithin(s, st.load, planTie) }
+
+// planTie is how much above the least expected latency a cheaper plan may
+// be and still be chosen: the buckets' resolution, about.
+const planTie = 1.02
+
+// replanWithin is replan for a budget of load extra attempts per call,
+// taking the cheapest plan within tie × the least latency.
+func (st *plannerState) replanWithin(s survival, load, tie float64) Plan {
 	q := 1 - (1-st.target)*margin
 	none := st.evaluate(s, q, -1, 0)
 	least := none.Latency
@@ -374,7 +384,7 @@ func (st *plannerState) replan(s survival) Plan {
 		center, centerLat := -1, time.Duration(math.MaxInt64)
 		consider := func(i int) {
 			d := st.candidate(i)
-			if s.extra(d, h) > st.load {
+			if s.extra(d, h) > load {
 				return
 			}
 			c := Plan{Delay: d, Hedges: h, Load: s.extra(d, h)}

@@ -22,18 +22,23 @@ var ErrNilFunc = errors.New("hedge: nil function")
 
 // Policy says how Do hedges one kind of call. It is a plain value: copy it,
 // print it, share it between goroutines (its func fields make it not
-// comparable with ==). The zero value is valid: a primary and one hedge
-// after DefaultDelay, the default classifier, no timeout beyond ctx's, no
-// budget, real time. State that
-// lives across calls (an adaptive delay, a budget, stats) sits behind the
-// interface fields, whose implementations must be safe for concurrent use.
+// comparable with ==). State that lives across calls (an adaptive delay, a
+// budget, stats) sits behind the interface fields, whose implementations
+// must be safe for concurrent use.
+//
+// Auto returns the production Policy: an Adaptive, which learns the
+// plan and bounds and guards the hedges, as both Delay and Budget. The
+// zero value is valid and holds no state: a primary and one hedge after
+// DefaultDelay, the default classifier, no timeout beyond ctx's, no
+// budget, real time.
 type Policy[T any] struct {
 	// Delay says when to start each hedge. Nil means Fixed(DefaultDelay).
+	// An Adaptive plans from what it learns.
 	Delay Delay
 
 	// MaxAttempts bounds the attempts of one call, the primary included.
-	// 0 means 2 (the primary and one hedge), or what a Planner plans for
-	// (1+MaxHedges); 1 disables hedging; values
+	// 0 means 2 (the primary and one hedge), or what a Planner or an
+	// Adaptive plans for (up to 3); 1 disables hedging; values
 	// below 0 or above MaxAttemptsLimit are an ErrInvalidPolicy.
 	MaxAttempts int
 
@@ -48,6 +53,7 @@ type Policy[T any] struct {
 	Classify func(T, error) Outcome
 
 	// Budget bounds extra attempts across calls. Nil grants every attempt.
+	// An Adaptive that is also the Delay bounds its own plan.
 	Budget Budget
 
 	// Discard receives, exactly once, every value fn returned with a nil

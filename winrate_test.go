@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -29,8 +30,8 @@ func TestNewWinRateBudgetErrors(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
 	checkConstructor(t, hedge.NewWinRateBudget, []configCase[hedge.WinRateConfig]{
 		{"defaults", hedge.WinRateConfig{}, true},
-		{"largest", hedge.WinRateConfig{MinWinRate: 1, Probe: 1, Burst: 1_000_000, MaxKeys: 1 << 20}, true},
-		{"smallest", hedge.WinRateConfig{MinWinRate: 1e-9, Probe: 0.001, Burst: 1, MaxKeys: 1}, true},
+		{"largest", hedge.WinRateConfig{MinWinRate: 1, Probe: 1, Burst: 1_000_000, Samples: 1000, MaxKeys: 1 << 20}, true},
+		{"smallest", hedge.WinRateConfig{MinWinRate: 1e-9, Probe: 0.001, Burst: 1, Samples: 1, MaxKeys: 1}, true},
 		{"negative MinWinRate", hedge.WinRateConfig{MinWinRate: -0.1}, false},
 		{"MinWinRate above 1", hedge.WinRateConfig{MinWinRate: 1.001}, false},
 		{"NaN MinWinRate", hedge.WinRateConfig{MinWinRate: nan}, false},
@@ -43,6 +44,8 @@ func TestNewWinRateBudgetErrors(t *testing.T) {
 		{"negative Burst", hedge.WinRateConfig{Burst: -1}, false},
 		{"Burst over 1e6", hedge.WinRateConfig{Burst: 1_000_001}, false},
 		{"negative MaxKeys", hedge.WinRateConfig{MaxKeys: -1}, false},
+		{"negative Samples", hedge.WinRateConfig{Samples: -1}, false},
+		{"Samples over 1000", hedge.WinRateConfig{Samples: 1001}, false},
 	})
 }
 
@@ -60,7 +63,7 @@ func TestWinRateBudgetZeroValue(t *testing.T) {
 // (Allow(0)), 'h' asks for a hedge (Allow(1)) and notes '+' if granted
 // and '-' if refused, 'w' is a hedge that won (Done(1, Accept)), 'l' one
 // that lost (Done(1, Canceled)), 'f' and 't' ones that failed (Retryable,
-// Terminal), 'r' a grant released, and 'A', 'F', 'T', 'L' a primary's
+// Terminal), 'o' one that timed out, 'r' a grant released, and 'A', 'F', 'T', 'L' a primary's
 // Accept, Retryable, Terminal and Canceled. A digit repeats the next
 // letter that many times, ten times per digit 0 ("0h" is ten hedges).
 func winRateScript(b *hedge.WinRateBudget, ctx context.Context, script string) (grants string) {
@@ -92,6 +95,8 @@ func winRateScript(b *hedge.WinRateBudget, ctx context.Context, script string) (
 				b.Done(ctx, 1, hedge.Retryable)
 			case 't':
 				b.Done(ctx, 1, hedge.Terminal)
+			case 'o':
+				b.Done(ctx, 1, hedge.TimedOut)
 			case 'r':
 				b.Release(ctx, 1)
 			case 'A':
@@ -114,7 +119,9 @@ func winRateScript(b *hedge.WinRateBudget, ctx context.Context, script string) (
 // Each case runs a script on a fresh budget and checks which hedges it
 // granted and the credit left, to the thousandth: the credit starts at
 // Burst, a call adds Probe, a grant takes 1, a win adds 1/MinWinRate, a
-// release gives the grant back, and nothing goes past Burst.
+// release or a failed hedge gives the grant back, and nothing goes past
+// Burst. With less than one hedge of credit, a hedge is granted while at
+// least MinWinRate of the last Samples judged hedges won.
 func TestWinRateBudgetArithmetic(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -129,30 +136,38 @@ func TestWinRateBudgetArithmetic(t *testing.T) {
 			"00h" + "000000000c" + "9c" + "h" + "c" + "h",
 			"++++++++++++++++++++" + "-" + "+", 0},
 		{"a win adds 10 hedges", hedge.WinRateConfig{},
-			"00h" + "w" + "0h" + "h",
+			"00h" + "9l" + "0l" + "w" + "0h" + "h",
 			"++++++++++++++++++++" + "++++++++++" + "-", 0},
 		{"nothing goes past Burst: calls, wins and releases at a full credit", hedge.WinRateConfig{},
 			"0c" + "w" + "r" + "h" + "r" + "r", "+", 20},
 		{"a win tops up to Burst", hedge.WinRateConfig{},
 			"5h" + "w", "+++++", 20},
-		{"losses, failures and primaries' outcomes earn nothing", hedge.WinRateConfig{},
-			"3h" + "lft" + "AFTL", "+++", 17},
+		{"losses and primaries' outcomes earn nothing; a failed hedge gives its grant back", hedge.WinRateConfig{},
+			"3h" + "lft" + "AFTL", "+++", 18},
+		{"a hedge that timed out is a loss", hedge.WinRateConfig{Burst: 1, Samples: 1},
+			"h" + "w" + "h" + "o" + "h" + "h", "+++-", 0},
 		{"a release gives the grant back", hedge.WinRateConfig{},
 			"00h" + "r" + "h" + "h",
 			"++++++++++++++++++++" + "+" + "-", 0},
 		{"the credit is counted in thousandths: 7 calls add 0.07", hedge.WinRateConfig{},
 			"00h" + "7c", "++++++++++++++++++++", 0.07},
 		{"MinWinRate 0.3: a win adds 3.333 hedges", hedge.WinRateConfig{MinWinRate: 0.3},
-			"00h" + "w" + "4h",
+			"00h" + "9l" + "0l" + "w" + "4h",
 			"++++++++++++++++++++" + "+++-", 0.333},
 		{"MinWinRate 0.3339 is read as 0.334, rounded up: a win adds 2.994", hedge.WinRateConfig{MinWinRate: 0.3339},
 			"00h" + "w", "++++++++++++++++++++", 2.994},
 		{"MinWinRate 1: a win only pays for itself", hedge.WinRateConfig{MinWinRate: 1, Burst: 2},
-			"h" + "w" + "h" + "l" + "h" + "l" + "h", "+++-", 0},
+			"h" + "w" + "h" + "l" + "h" + "l" + "h" + "h", "++++-", 0},
 		{"Probe 0.0159 is read as 0.015, rounded down: 66 calls add 0.99, 67 add 1.005", hedge.WinRateConfig{Probe: 0.0159, Burst: 2},
 			"2h" + "000000c" + "6c" + "h" + "c" + "h", "++" + "-" + "+", 0.005},
 		{"Burst 1: one hedge out at a time while none wins", hedge.WinRateConfig{Burst: 1},
 			"h" + "h" + "l" + "h", "+--", 0},
+		{"while a tenth of the judged hedges won, it refuses none and takes no credit", hedge.WinRateConfig{Burst: 1},
+			"hw" + strings.Repeat("hl", 9) + "h" + "l" + "h" + "h", strings.Repeat("+", 12) + "-", 0},
+		{"the rate is over the last Samples judged hedges", hedge.WinRateConfig{Burst: 1},
+			"hw" + strings.Repeat("hl", 5) + "h" + "h", strings.Repeat("+", 8), 1},
+		{"a win drops out of a ring of Samples", hedge.WinRateConfig{Burst: 1, Samples: 5},
+			"hw" + strings.Repeat("hl", 5) + "h" + "h", strings.Repeat("+", 7) + "-", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,6 +209,8 @@ func TestWinRateBudgetEquilibrium(t *testing.T) {
 				if b.Allow(ctx, 1) {
 					if granted++; tt.win > 0 && granted%tt.win == 0 {
 						b.Done(ctx, 1, hedge.Accept)
+					} else {
+						b.Done(ctx, 1, hedge.Canceled)
 					}
 					if i >= warm {
 						measured++
@@ -304,6 +321,9 @@ func TestBudgetContentionWinRate(t *testing.T) {
 			})
 			if c := b.Credit(ctx); c != 768 {
 				t.Fatalf("round %d: credit %v, want 768", round, c)
+			}
+			for range 100 { // a ring of losses: only the credit grants
+				b.Done(ctx, 1, hedge.Canceled)
 			}
 			var granted atomic.Int64
 			budgetRace(budgetRacers, func(int) {

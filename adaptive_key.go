@@ -1,0 +1,192 @@
+package hedge
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// adaptiveKey is the state of one key of an Adaptive: its plan, its
+// bound, its win rate and its breaker, all reached with one lookup. Its
+// methods are the Adaptive's hooks for a call of that key; Do calls them
+// directly once it has looked the key up.
+type adaptiveKey struct {
+	s    *adaptiveState
+	key  string
+	plan *plannerState
+	// bound is what extra attempts may still take, in thousandths of an
+	// attempt: every call adds Load, every extra attempt takes one whole
+	// attempt or is refused, and it holds at most boundCalls calls' worth.
+	bound   atomic.Int64
+	win     winCredit
+	circuit circuit
+	// p75 is the p75 of the samples of the current plan, in ns; 0 before
+	// the first. share is the moving share of recent primaries slower
+	// than it, in 1/shareOne, and strays counts the primaries it has been
+	// out of bounds for (see adaptive_learn.go).
+	p75, share, strays, calm atomic.Int64
+	// The calls' arrivals: when the last came, in ns since the state was
+	// made, how many have, and the moving averages of the gaps between
+	// them (see adaptive_surge.go).
+	arrived, calls, gapShort, gapLong atomic.Int64
+	// asked is the moving share of recent calls that asked for a hedge
+	// (see stale).
+	asked atomic.Int64
+}
+
+// boundCalls is how many calls' worth of Load a key may save up: over any
+// n consecutive calls of a key, its extra attempts stay within Load × (n
+// + boundCalls). When a replica browns out, the calls stuck on it want
+// more hedges than Load per call; what quiet calls saved pays for them.
+// Over 10,000 calls the bound is 1.1 × Load.
+const boundCalls = 1000
+
+func (s *adaptiveState) newKey(key string) *adaptiveKey {
+	k := &adaptiveKey{s: s, key: key}
+	// The settings are valid: newState checked Load.
+	k.plan = (&Planner{Load: s.load, MaxHedges: adaptiveMaxHedges, Window: adaptiveSamples}).newState()
+	k.plan.plan.Store(&noPlan) // no hedge before the upstream is known
+	// The bound starts empty: the first hedges are paid for by the first calls.
+	s.win.initCredit(&k.win)
+	s.breaker.initCircuit(&k.circuit)
+	return k
+}
+
+// Next returns the plan's delay for the first Hedges attempts, and -1
+// after them, or while the breaker is open.
+func (k *adaptiveKey) Next(_ context.Context, n int) time.Duration {
+	plan := k.plan.plan.Load()
+	if n >= plan.Hedges || k.unsettled() || k.open() {
+		return -1
+	}
+	return plan.Delay
+}
+
+// open reports whether the breaker is open and its cooldown not over: no
+// hedge would be granted, so none is scheduled.
+func (k *adaptiveKey) open() bool {
+	return BreakerState(k.circuit.phase.Load()) == BreakerOpen && k.s.breaker.since() < k.circuit.reopen.Load()
+}
+
+// Learn records how long a primary ran, and replans every 500 samples, or
+// starts over when the upstream has changed.
+func (k *adaptiveKey) Learn(_ context.Context, primary time.Duration, complete bool) {
+	k.learn(primary, complete)
+}
+
+// Allow counts the call for its primary (n < 1): Load of an attempt for
+// the bound, Probe of a hedge for the win rate. Extra attempt n (n ≥ 1)
+// must pass the breaker, the win rate and the bound, in that order, the
+// cheapest first; a grant that a later one refuses is given back.
+func (k *adaptiveKey) Allow(_ context.Context, n int) bool {
+	if primary(n) {
+		if !k.unsettled() {
+			k.save(k.s.loadMilli)
+		}
+		k.s.win.add(&k.win, k.s.win.probe)
+		k.arrive()
+		// Load and Store: a lost update moves an average by one call's weight.
+		k.asked.Store(k.asked.Load() - k.asked.Load()>>askShift)
+		return true
+	}
+	if n == 1 && k.stale() {
+		return false
+	}
+	if !k.s.breaker.allow(&k.circuit) {
+		return false
+	}
+	ok, took := k.s.win.take(&k.win, k.need())
+	if ok && k.spend() {
+		return true
+	}
+	if took {
+		k.s.win.add(&k.win, milli)
+	}
+	k.s.breaker.release(&k.circuit, k.key)
+	return false
+}
+
+// Done tells the breaker how attempt n ended, and the win rate how a
+// hedge did.
+func (k *adaptiveKey) Done(_ context.Context, n int, o Outcome) {
+	k.s.breaker.done(&k.circuit, k.key, n, o)
+	if !primary(n) {
+		k.s.win.done(&k.win, o, milli*milli/k.need())
+	}
+}
+
+// need is the win rate, in thousandths, that hedges must keep up to go
+// on unchecked: half of what the plan expects of them, and at least the
+// win rule's tenth. The plan assumes attempts are independent; when the
+// slowness belongs to the request, or every replica queues alike, a hedge
+// wins far less often than planned, and pays for far less than the plan
+// counted on.
+const minNeed = milli / 3
+
+func (k *adaptiveKey) need() int64 {
+	return max(minNeed, int64(k.plan.plan.Load().WinRate*milli/2))
+}
+
+// Release gives back what a granted Allow(n), n ≥ 1, took.
+func (k *adaptiveKey) Release(_ context.Context, n int) {
+	if primary(n) {
+		return
+	}
+	k.save(milli)
+	k.s.win.add(&k.win, milli)
+	k.s.breaker.release(&k.circuit, k.key)
+}
+
+// spend takes one attempt from the bound, if a whole one is left.
+func (k *adaptiveKey) spend() bool {
+	for {
+		v := k.bound.Load()
+		if v < milli {
+			return false
+		}
+		if k.bound.CompareAndSwap(v, v-milli) {
+			return true
+		}
+	}
+}
+
+// save adds d thousandths of an attempt to the bound, up to its most.
+func (k *adaptiveKey) save(d int64) { add(&k.bound, d, k.s.boundMax) }
+
+// add adds d to *v within [0, most], and returns the new value. A full or
+// empty *v that d would push further costs only the load.
+func add(v *atomic.Int64, d, most int64) int64 {
+	for {
+		o := v.Load()
+		n := min(max(o+d, 0), most)
+		if n == o || v.CompareAndSwap(o, n) {
+			return n
+		}
+	}
+}
+
+// stale reports whether the plan no longer pays as it expected: recent
+// calls ask for hedges more than half as often again as it expects, and
+// fewer than half of its hedges win. A plan made while queues grow lags
+// behind them: more calls outlast its delay every minute, and their
+// hedges queue too. (A replica that browns out also sends more calls past
+// the delay, but their hedges win.) Called for each first hedge asked
+// for.
+func (k *adaptiveKey) stale() bool {
+	r := k.asked.Load()
+	r += (askOne - r) >> askShift
+	k.asked.Store(r)
+	plan := k.plan.plan.Load()
+	if float64(r) <= (1.5*plan.HedgeRate+0.01)*askOne {
+		return false
+	}
+	n := min(k.win.judged.Load(), uint64(k.s.win.samples))
+	return n >= k.s.win.first && 2*uint64(k.win.wins.Load()) < n
+}
+
+// asked is the moving share of calls that asked for a hedge, in units of
+// 1/askOne, with a weight of 1/2^askShift per call.
+const (
+	askOne   = 1 << 20
+	askShift = 6
+)

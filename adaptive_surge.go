@@ -1,0 +1,60 @@
+package hedge
+
+import "time"
+
+// A surge of calls holds a key's hedges back. Hedges spend the spare
+// capacity of the upstream, and when calls suddenly come much faster than
+// they did, that capacity may be gone before the latencies show it: where
+// the upstream cancels the work of a lost attempt, hedges can even hide an
+// overload that goes on growing under them. So each key keeps two moving
+// averages of the time between its calls, over about 64 calls and about
+// 1,024. While the short one is below 2/3 of the long one (calls arrive
+// more than 1.5 times as fast as they have been), the key sends no hedge;
+// after it, the recent primaries must match the plan for calmCalls in a
+// row before hedges go out again, as after any change. (A client that
+// makes its calls one after another sees a surge when a run of them is
+// fast, and hedges less for a while: the cost of telling an overload in
+// 60 calls.)
+
+// The moving averages of the gap between calls, in ns: weights of
+// 1/2^gapShort and 1/2^gapLong per call, and the first gapWarm calls only
+// start them.
+const (
+	gapShort = 6
+	gapLong  = 10
+	gapWarm  = 64
+)
+
+// arrive takes the gap since the key's last call into its averages, and
+// holds hedges back while the calls surge.
+func (k *adaptiveKey) arrive() {
+	now := k.s.now()
+	last := k.arrived.Swap(now)
+	n := k.calls.Add(1)
+	if n == 1 {
+		return
+	}
+	gap := max(now-last, 0)
+	short, long := k.gapShort.Load(), k.gapLong.Load()
+	if n == 2 {
+		short, long = gap, gap
+	}
+	// Load and Store, not compare-and-swap: an update lost to a
+	// concurrent call moves an average by less than one gap's weight.
+	short += (gap - short) >> gapShort
+	long += (gap - long) >> gapLong
+	k.gapShort.Store(short)
+	k.gapLong.Store(long)
+	if n > gapWarm && 3*short < 2*long {
+		k.calm.Store(0)
+	}
+}
+
+// now returns the time since the state was made, in ns, by the
+// Adaptive's clock.
+func (s *adaptiveState) now() int64 {
+	if s.clk == nil {
+		return int64(time.Since(s.origin))
+	}
+	return int64(s.clk.Since(s.origin))
+}

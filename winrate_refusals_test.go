@@ -1,0 +1,81 @@
+package hedge_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tailcut/hedge"
+)
+
+// While hedges win at least MinWinRate of the time, the budget refuses
+// none, however the wins and losses fall: in runs (ten wins, then forty
+// losses, over and over), or at random, one win in five or in three, with
+// every call asking for a hedge. A credit capped at Burst that runs of
+// losses empty refused 11–12 % of such hedges.
+func TestWinRateBudgetRefusesNoneWhileHedgesWin(t *testing.T) {
+	runs := func(i int, _ *rand.Rand) bool { return i%50 < 10 }
+	random := func(w float64) func(int, *rand.Rand) bool {
+		return func(_ int, r *rand.Rand) bool { return r.Float64() < w }
+	}
+	for _, tt := range []struct {
+		name string
+		wins func(i int, r *rand.Rand) bool // whether granted hedge i wins
+	}{
+		{"ten wins, then forty losses", runs},
+		{"one win in five at random", random(0.2)},
+		{"one win in three at random", random(0.3)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for seed := range uint64(10) {
+				b := newWinRate(t, hedge.WinRateConfig{})
+				ctx := context.Background()
+				r := rand.New(rand.NewPCG(seed, 1))
+				granted, refused := 0, 0
+				for range 20_000 {
+					b.Allow(ctx, 0)
+					if !b.Allow(ctx, 1) {
+						refused++
+						continue
+					}
+					o := hedge.Canceled
+					if tt.wins(granted, r) {
+						o = hedge.Accept
+					}
+					granted++
+					b.Done(ctx, 1, o)
+				}
+				if refused > 0 {
+					t.Errorf("seed %d: %d of %d hedges refused, want none", seed, refused, granted+refused)
+				}
+			}
+		})
+	}
+}
+
+// A hedge that a server shed (it failed at once, retryable) is no lost
+// race: however many are shed, the hedges that do race and win one time
+// in ten are all granted, and each shed hedge's credit comes back.
+func TestWinRateBudgetShedHedgesAreNoLosses(t *testing.T) {
+	b := newWinRate(t, hedge.WinRateConfig{})
+	ctx := context.Background()
+	refused := 0
+	for i := range 10_000 {
+		b.Allow(ctx, 0)
+		if !b.Allow(ctx, 1) {
+			refused++
+			continue
+		}
+		switch {
+		case i%2 == 1:
+			b.Done(ctx, 1, hedge.Retryable) // shed
+		case i%20 == 0:
+			b.Done(ctx, 1, hedge.Accept)
+		default:
+			b.Done(ctx, 1, hedge.Canceled)
+		}
+	}
+	if refused > 0 {
+		t.Errorf("%d hedges refused, want none", refused)
+	}
+}
