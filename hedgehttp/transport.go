@@ -134,7 +134,8 @@ type Transport struct {
 
 // RoundTrip sends req and, if it may be hedged, its duplicates, and
 // returns the first acceptable response, or, when every attempt failed,
-// the last one's response or error. A request that may not be hedged
+// the first refusal (see Transport) if one came, else the last attempt's
+// response or error. A request that may not be hedged
 // goes to Base as it is, at Base's own cost.
 //
 // The response's body stays readable after RoundTrip returns, until the
