@@ -17,7 +17,7 @@ func (c *call[T]) run(a *attemptCtx) (next *attemptCtx) {
 		c.mu.Lock()
 		c.inflight--
 		c.unlock()
-		c.release(int(a.n))
+		c.release(c.local(a))
 		return nil
 	}
 	var r result[T]
@@ -48,41 +48,20 @@ func (c *call[T]) invoke(a *attemptCtx, r *result[T]) {
 	r.returned = true
 }
 
-// record tells the budget how attempt a ended, then takes its result into
-// the call. The budget hears first, so that its answer to the next
-// attempt already counts this one, and so that a budget's state is
-// settled for the winner when Do returns.
+// record takes attempt a's result into the call, then tells the budget
+// how it ended, and returns the attempt it made start at once, if any.
+//
+// The call decides first, so that the budget hears the outcome the call
+// gave the attempt: Canceled for every loser, also one that answered in
+// the same instant as the winner. It hears before the attempt that a
+// retryable result starts is claimed, so that its answer to that one
+// already counts this one; and when a decided the call, Do waits for the
+// budget to have heard it, so that its state is settled when Do returns.
 //
 // The attempt's goroutine decides the call from the bottom of these
 // frames, and its stack starts small: the path without a budget keeps
 // the budget's frame off it.
 func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
-	if c.budget == nil {
-		return c.take(a, r)
-	}
-	return c.recordDone(a, r)
-}
-
-// recordDone is record with a budget to tell.
-func (c *call[T]) recordDone(a *attemptCtx, r *result[T]) (next *attemptCtx) {
-	o := r.o
-	if !r.returned {
-		o = Terminal
-	}
-	if a.canceled() {
-		o = Canceled
-	}
-	// Deferred so that the result is taken even when Done calls
-	// runtime.Goexit; guard has then ended the call, and take finds it
-	// decided.
-	defer func() { next = c.take(a, r) }()
-	c.guard(int(a.n), func() { c.budget.Done(c.parent(), int(a.n), o) })
-	return nil
-}
-
-// take records attempt a's result and returns the attempt it made start
-// at once, if any.
-func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 	var d, own drop[T]
 	k := 0
 	c.mu.Lock()
@@ -94,9 +73,9 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 		// Only an accepted answer says how long a good one takes.
 		c.learn = c.learns && r.returned && r.o == Accept
 	}
-	var cut bool
+	lost, cut := c.decided, false
 	switch {
-	case c.decided:
+	case lost:
 		own = drop[T]{v: r.v, ok: r.produced && r.err == nil} // a late loser
 	case r.returned && r.o != Accept:
 		// An attempt that fails because the caller gave up or the deadline
@@ -111,15 +90,29 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 	default:
 		k, d, own = c.answer(a, r)
 	}
+	o, hold := Canceled, false
+	if c.budget != nil && !lost && !cut {
+		o = r.o
+		if !r.returned {
+			o = Terminal
+		}
+		if hold = c.decided; hold {
+			c.discarding++ // Do waits for tell, as for an early drop
+		}
+	}
 	c.hasSeen = false
 	c.unlock()
-	// Deferred: a Discard that calls runtime.Goexit on d must not keep
-	// own from being counted through, or Do would wait for it forever.
+	// Deferred: a Discard or a Done that calls runtime.Goexit must not keep
+	// own from being counted through, or Do would wait for it for ever.
 	defer c.drop(own)
 	if k > 0 && d.ok {
 		// Discard may be slow (draining a body): the next attempt must
 		// not wait for it.
 		go c.drop(d)
+		d = drop[T]{}
+	}
+	if c.budget != nil {
+		c.tellThenDrop(c.local(a), o, hold, d)
 	} else {
 		c.drop(d)
 	}
@@ -127,6 +120,51 @@ func (c *call[T]) take(a *attemptCtx, r *result[T]) *attemptCtx {
 		return c.claim(k)
 	}
 	return nil
+}
+
+// tellThenDrop tells the budget how attempt k ended, then hands d to
+// Discard, also when Done calls runtime.Goexit. A function of its own, so
+// that the path without a budget keeps its frame small.
+func (c *call[T]) tellThenDrop(k int, o Outcome, hold bool, d drop[T]) {
+	defer c.drop(d)
+	c.tell(k, o, hold)
+}
+
+// tell reports to the budget that attempt k ended with o. hold says the
+// attempt decided the call and Do waits for this report: then a panic or
+// runtime.Goexit in Done is the call's answer, as it would have been had
+// Done failed before the decision, and the value goes to Discard. A Done
+// that fails for any other attempt ends the call if it is undecided.
+func (c *call[T]) tell(k int, o Outcome, hold bool) {
+	if !hold {
+		c.guard(k, func() { c.budget.Done(c.parent(), c.bn(k), o) })
+		return
+	}
+	ok := false
+	defer func() {
+		v := recover() // nil for a runtime.Goexit, and when Done returned
+		var d drop[T]
+		c.mu.Lock()
+		c.discarding--
+		if !ok && !c.abandoned && c.panicked == nil && !c.goexit {
+			if v != nil {
+				c.panicked = &PanicError{Attempt: c.base() + k, Value: v, Stack: debug.Stack()}
+			}
+			c.goexit = v == nil
+			var zero T
+			d = c.early(c.val, c.err == nil)
+			c.val, c.winner, c.outcome = zero, -1, Terminal
+			if c.won != nil {
+				c.won.cancel(context.Canceled, context.Canceled)
+				c.won = nil
+			}
+		}
+		c.wakeDo()
+		c.mu.Unlock()
+		c.drop(d)
+	}()
+	c.budget.Done(c.parent(), c.bn(k), o)
+	ok = true
 }
 
 // clockNow returns the clock reading of this turn under c.mu, or reads
@@ -190,7 +228,7 @@ func (c *call[T]) keep(a *attemptCtx, r *result[T]) (k int, d drop[T]) {
 		c.kept = new(kept[T])
 	}
 	*c.kept = kept[T]{a, r.v, r.err, r.o}
-	if r.o == Retryable {
+	if r.o == Retryable && !c.looped {
 		c.retryDue++ // the next attempt starts now
 		k = c.due(c.clockNow())
 	}

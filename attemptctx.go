@@ -417,7 +417,10 @@ var ErrSuperseded = errors.New("hedge: superseded by another attempt")
 
 // Attempt returns which attempt of a hedged call ctx belongs to: 0 in the
 // primary, k in the k-th hedge, and 0 outside Do. Use it to send each
-// attempt to a different replica.
+// attempt to a different replica. In a retry loop of Tries, attempts are
+// numbered across the loop's tries, so that retries move on to other
+// replicas too: a try's Do starts after the last attempt of the try
+// before, and outside Do, the try's context gives the try's number.
 func Attempt(ctx context.Context) int {
 	if n, ok := ctx.Value(attemptKey{}).(int); ok {
 		return n

@@ -11,18 +11,22 @@ import "context"
 // attempt. It also calls Allow(0) when it starts the primary, and ignores
 // the answer: the primary always runs, but a ratio budget counts the call
 // there. Do calls Done(k, o) exactly once for every attempt that started,
-// the primary included, as soon as that attempt's function returns: o is
-// the attempt's Outcome; Terminal if it panicked or called runtime.Goexit;
-// Canceled when Do had cancelled the attempt before it answered. So a
+// the primary included, as soon as that attempt's function returns and
+// the call has taken its result: o is the attempt's Outcome; Terminal if
+// it panicked or called runtime.Goexit; Canceled for every attempt whose
+// result did not count, because the call had been decided by then (a
+// loser, also one that answered in the same instant as the winner) or
+// because the deadline or the caller cut it off. When an attempt decides
+// the call, Do returns after its Done. So a
 // ratio budget can deposit on Allow(0) and withdraw on Allow(k ≥ 1), a
 // token bucket can drain on Retryable and refill on Accept, and a
 // concurrency cap can hold a permit from a granted Allow to its Done.
 //
 // ctx is the caller's context (the one passed to Do), so a budget can
 // keep one bound per route it finds there, as a breaker does. Do calls
-// both methods without holding any lock of its own, from the caller's
-// goroutine (Allow(0)) or an attempt's or timer's: they should be fast,
-// since an attempt waits for Allow. If Allow grants an attempt whose fn
+// both methods without holding any lock of its own, on the call's
+// goroutines (an attempt's or a timer's): they should be fast, since an
+// attempt waits for Allow. A slow one never holds Do past its deadline. If Allow grants an attempt whose fn
 // never runs because the call ended meanwhile, Do takes the grant back
 // with Release when the Budget is a Releaser, and with Done(k, Canceled)
 // otherwise. A panic in either is re-raised in the caller's
@@ -30,8 +34,9 @@ import "context"
 // attempt's would.
 //
 // A retry loop draws on the same Budget by calling Allow(0) before its
-// first try and Allow(k) before its k-th retry, and Done(k, o) after every
-// try: Tries does this for the loop of a retry library.
+// first try and Allow(k) before each retry, k ≥ 1, and Done(k, o) after
+// every try: Tries does this for the loop of a retry library, and hands
+// the count to a Do that the try runs, so that a request is counted once.
 type Budget interface {
 	Allow(ctx context.Context, k int) bool
 	Done(ctx context.Context, k int, o Outcome)

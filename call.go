@@ -59,11 +59,15 @@ type call[T any] struct {
 	lastDelay time.Duration // the delay that set nextAt
 	started   int32         // attempts claimed, the primary included
 	inflight  int32         // claimed attempts whose fn has not returned
-	retryDue  int32         // retryable results owed an attempt at once
-	claiming  bool          // a goroutine asks the hooks for attempt started, outside mu
+	retryDue  int8          // retryable results owed an attempt at once; at most max
+	claiming  bool          // a goroutine asks the hooks for an attempt, outside mu
 	kick      bool          // a step is due now; start it after unlocking
 	letGo     bool          // the call was just decided: let Do go after unlocking
 	hasSeen   bool          // seen holds this turn's clock reading
+	// Set by Do before any other goroutine exists, read-only after.
+	firstHooks bool // the first step asks the primary's hooks before it runs fn
+	looped     bool // the call is a try of a retry loop (Tries), which retries
+	granted    bool // the loop's budget is the call's and granted the primary already
 	// runFirst says the primary is claimed and waits for a goroutine: the
 	// first step takes it without c.mu, which the fast path then takes
 	// only to record the answer.
@@ -155,7 +159,9 @@ func (c *call[T]) step() {
 		// finds it cancelled and returns its grant. A caller that gave up
 		// before this step ends the call first, as every step does.
 		a = &c.primary
-		if c.parent().Err() != nil {
+		if c.firstHooks {
+			a = c.claimFirst()
+		} else if c.parent().Err() != nil {
 			c.mu.Lock()
 			_, d := c.advance()
 			c.unlock()
@@ -263,7 +269,7 @@ func (c *call[T]) due(now time.Duration) int {
 // still undecided. It returns the attempt to run on this goroutine.
 func (c *call[T]) claim(k int) *attemptCtx {
 	granted := true
-	if c.budget != nil && !c.guard(k, func() { granted = c.budget.Allow(c.parent(), k) }) {
+	if c.budget != nil && !c.guard(k, func() { granted = c.budget.Allow(c.parent(), c.bn(k)) }) {
 		return nil
 	}
 	d := time.Duration(-1)
@@ -297,6 +303,50 @@ func (c *call[T]) claim(k int) *attemptCtx {
 	return a
 }
 
+// claimFirst asks the primary's hooks, outside c.mu, on the primary's
+// goroutine: the Delay for the first hedge and the Budget, which counts
+// the call. Do waits meanwhile with the timer armed for the Timeout alone
+// (see claiming), so slow hooks do not hold it past the deadline. It
+// returns the primary to run, or nil if the call ended first.
+func (c *call[T]) claimFirst() (a *attemptCtx) {
+	if c.granted {
+		defer func() {
+			if a == nil { // the hooks failed: the primary never runs
+				c.release(0)
+			}
+		}()
+	}
+	d := time.Duration(-1)
+	if !c.guard(0, func() {
+		if c.max > 1 || c.counts {
+			d = c.starting(0)
+		}
+		if c.budget != nil && !c.granted {
+			c.budget.Allow(c.parent(), 0) // the primary always runs; a ratio budget counts the call
+		}
+	}) {
+		return nil // guard ended the call
+	}
+	// The caller or the deadline may have ended the call meanwhile; if
+	// their step is still to come, the call ends here. Either way run
+	// then finds the primary cancelled, and returns its grant. Nothing is
+	// kept yet, so ending the call drops nothing.
+	c.mu.Lock()
+	c.claiming = false
+	now := c.since()
+	switch err := c.parent().Err(); {
+	case c.decided:
+	case err != nil:
+		c.end(context.Cause(c.parent()), err, nil)
+	case now >= c.timeout:
+		c.end(context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded)
+	default:
+		c.schedule(now, d)
+	}
+	c.unlock()
+	return &c.primary
+}
+
 // start starts attempt k at now and schedules the hedge after it, d later
 // (negative: none). Called with c.mu held.
 func (c *call[T]) start(k int, now, d time.Duration) *attemptCtx {
@@ -305,10 +355,17 @@ func (c *call[T]) start(k int, now, d time.Duration) *attemptCtx {
 		a = &attemptCtx{parent: c.primary.parent, deadline: c.primary.deadline}
 		c.last.next = a
 	}
-	a.n, a.at = int32(k), now
+	a.n, a.at = c.primary.n+int32(k), now
 	c.last = a
 	c.started++
 	c.inflight++
+	c.schedule(now, d)
+	return a
+}
+
+// schedule makes the hedge after the last attempt due d after now
+// (negative: none), and arms for it. Called with c.mu held.
+func (c *call[T]) schedule(now, d time.Duration) {
 	c.nextAt, c.lastDelay = never, d
 	if d >= 0 && c.started < c.max {
 		c.nextAt = now + d
@@ -317,7 +374,6 @@ func (c *call[T]) start(k int, now, d time.Duration) *attemptCtx {
 		}
 	}
 	c.arm(now)
-	return a
 }
 
 // startHooks runs the delay's hooks for granted attempt k (starting), and
@@ -341,7 +397,32 @@ func (c *call[T]) arm(now time.Duration) {
 	if c.claiming {
 		next = never
 	}
-	at := min(next, c.timeout)
+	c.armAt(now, min(next, c.timeout))
+}
+
+// hookCheck is when a call with a Timeout first looks in on the primary's
+// hooks (see armFirst).
+const hookCheck = time.Millisecond
+
+// armFirst arms for the Timeout while the primary's hooks run. The timer
+// fires first at hookCheck, which the hooks have almost always answered
+// by, and which is earlier than almost any hedge: a runtime timer moved to
+// an earlier time keeps its old place in the runtime's heap, and once
+// stopped it would hold the call there until the Timeout's time, where
+// moved later, it leaves the heap from its top. If the hooks still run at
+// hookCheck, the step then arms for the Timeout itself. Called with c.mu
+// held.
+func (c *call[T]) armFirst() {
+	at := c.timeout
+	if c.clock == nil && c.timeout != never && c.timeout > hookCheck {
+		at = hookCheck
+	}
+	c.armAt(0, at)
+}
+
+// armAt makes step run at offset at (never: not at all). Called with c.mu
+// held.
+func (c *call[T]) armAt(now, at time.Duration) {
 	if at == never {
 		return
 	}

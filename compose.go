@@ -1,6 +1,10 @@
 package hedge
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"reflect"
+)
 
 // Releaser is implemented by a Budget that can take back a grant whose
 // attempt never started: Release(ctx, k) undoes a granted Allow(ctx, k),
@@ -23,6 +27,12 @@ type Releaser interface {
 // concurrency cap and a breaker at once. Nil budgets are left out; AllOf
 // with none left grants everything, as a nil Budget does.
 //
+// A nil pointer (or other nil) of a concrete type is a mistake, not a
+// budget left out: it is what a constructor returns beside its error, and
+// it would panic on the first call. AllOf panics on it at once, with a
+// message that names its place and type, as http.Handle does for a nil
+// handler: a program that composes its budgets at startup fails there.
+//
 // Allow(ctx, 0), the primary's, goes to every budget, and the answer is
 // true. Allow(ctx, k ≥ 1) asks the budgets in order and stops at the
 // first refusal; every budget that had granted the attempt then gets it
@@ -39,12 +49,25 @@ type Releaser interface {
 // a few nanoseconds.
 func AllOf(budgets ...Budget) Budget {
 	a := &allOf{}
-	for _, b := range budgets {
-		if b != nil {
-			a.budgets = append(a.budgets, b)
+	for i, b := range budgets {
+		if b == nil {
+			continue
 		}
+		if typedNil(b) {
+			panic(fmt.Sprintf("hedge: AllOf: budget %d is a nil %T (was a constructor's error dropped?)", i, b))
+		}
+		a.budgets = append(a.budgets, b)
 	}
 	return a
+}
+
+// typedNil reports whether b holds a nil of a concrete type.
+func typedNil(b Budget) bool {
+	switch v := reflect.ValueOf(b); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }
 
 // allOf is AllOf's Budget: a pointer, so that a Policy holding it stays

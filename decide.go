@@ -9,7 +9,7 @@ import (
 
 // settle ends the call with attempt a's result. Called with c.mu held.
 func (c *call[T]) settle(a *attemptCtx, v T, err error, o Outcome) {
-	c.val, c.err, c.winner, c.outcome = v, err, a.n, o
+	c.val, c.err, c.winner, c.outcome = v, err, int32(c.local(a)), o
 	c.finish(a, context.Canceled, ErrSuperseded)
 }
 

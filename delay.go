@@ -17,9 +17,10 @@ const DefaultDelay = 100 * time.Millisecond
 // calls Next as attempt k starts, when another attempt may follow it.
 //
 // ctx is the caller's context, so a source can keep one delay per route it
-// finds there. Next is called without any lock of Do's held, from the
-// caller's goroutine (k = 0) or a timer's or an attempt's: it must be fast
-// and safe for concurrent use. A panic in it is re-raised in the caller's
+// finds there. Next is called without any lock of Do's held, on one of
+// the call's goroutines (the primary's for k = 0, a timer's or an
+// attempt's): it must be fast and safe for concurrent use. A slow Next
+// holds back the attempts it is asked for, never Do's deadline. A panic in it is re-raised in the caller's
 // goroutine as a *PanicError; runtime.Goexit ends the call as an
 // attempt's would.
 type Delay interface {
@@ -60,11 +61,28 @@ type Learner interface {
 	Learn(ctx context.Context, primary time.Duration, complete bool)
 }
 
+// quickDelay reports whether d is a delay of this package that runs no
+// code of the user's: its Next and began neither block nor panic.
+func quickDelay(d Delay) bool {
+	switch d := d.(type) {
+	case fixed:
+		return true
+	case *Percentile:
+		return d != nil
+	case *Planner:
+		return d != nil
+	}
+	return false
+}
+
 // counter is a Delay of this package that counts the attempts it causes:
 // Do calls began(ctx, k) as attempt k starts (the primary included, first),
-// before Next. A Planner keeps what it spends to its Load with it.
+// before Next, and gaveBack(ctx, k) for an extra attempt k ≥ 1 that it
+// told began of but did not run, because the call ended first. A Planner
+// keeps what it spends to its Load with them.
 type counter interface {
 	began(ctx context.Context, k int)
+	gaveBack(ctx context.Context, k int)
 }
 
 // validator is a Delay of this package whose settings can be wrong; Do

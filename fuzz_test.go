@@ -193,7 +193,7 @@ type answer struct {
 }
 
 // slowHooks is how long the policy's hooks take to answer: the budget's
-// Allow for an extra attempt, the delay's Next after the primary, and
+// Allow for an extra attempt, the delay's Next for every attempt, and
 // whether the budget's Done takes as long as Allow.
 type slowHooks struct {
 	grant, next time.Duration
@@ -216,10 +216,8 @@ func run(t *testing.T, tl timeline, slow slowHooks) (verdict, []int) {
 		)
 		var delay hedge.Delay = hedge.Fixed(tl.delay)
 		if slow.next > 0 {
-			delay = hedge.DelayFunc(func(_ context.Context, k int) time.Duration {
-				if k > 0 {
-					time.Sleep(slow.next)
-				}
+			delay = hedge.DelayFunc(func(context.Context, int) time.Duration {
+				time.Sleep(slow.next) // the primary's too: it starts once Next answers
 				return tl.delay
 			})
 		}

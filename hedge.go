@@ -35,7 +35,9 @@ var defaultDelay Delay = fixed(DefaultDelay)
 // first accepted or terminal result, or, when nothing is in flight and no
 // more attempts may start, the last retryable result as fn returned it.
 //
-// Attempt 0 starts at once. Attempt k+1 starts when attempt k has run for
+// Attempt 0 starts at once, on a goroutine of its own, which first asks
+// p.Delay and p.Budget about it if they may run code of the user's: a
+// slow hook delays fn, never Do's deadline. Attempt k+1 starts when attempt k has run for
 // p.Delay's delay for k, or at once when an attempt ends retryable, as long
 // as no result has been chosen, fewer than p.MaxAttempts have started,
 // p.Budget grants it, and at least half of that delay is left before the
@@ -83,6 +85,14 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if ctx == nil {
 		panic("hedge: nil Context")
 	}
+	t := takeTry(ctx)
+	if t != nil { // the call is a try of a retry loop, which hears how it ended
+		if outcome != nil {
+			defer func() { *outcome = t.outcome }()
+		}
+		outcome = &t.outcome
+		*outcome = Terminal
+	}
 	if fn == nil {
 		return zero, ErrNilFunc
 	}
@@ -101,6 +111,10 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		discard: p.Discard, clock: p.Clock, max: int32(max), nextAt: never,
 	}
 	c.primary.parent = ctx
+	if t != nil {
+		c.primary.n, c.looped = int32(t.n), true
+		c.granted = sameBudget(c.budget, t.budget)
+	}
 	if c.delay == nil {
 		c.delay = defaultDelay
 	}
@@ -133,27 +147,29 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		c.primary.deadline = dl.real
 	}
 
-	// The primary's hooks run here, on the caller's goroutine, before any
-	// other goroutine of the call exists.
-	d := time.Duration(-1)
-	if c.max > 1 || c.counts || c.budget != nil {
-		ok := c.guard(0, func() {
-			if c.max > 1 || c.counts {
-				d = c.starting(0)
-			}
-			if c.budget != nil {
-				c.budget.Allow(ctx, 0) // the primary always runs; a ratio budget counts the call
-			}
-		})
-		if !ok {
-			panic(c.panicked) // a hook panicked; a Goexit does not return here
-		}
+	// The primary's hooks run on its goroutine (see claimFirst), so that
+	// Do keeps the deadline while they do; a delay of this package that
+	// calls no code of the user's cannot block, and Do asks it here, so
+	// that a hedge due at once is started with the primary. The timer
+	// armed here may fire at once: from here on c is shared.
+	if t != nil {
+		t.counted = c.granted // from here on, the loop's grant is the call's
 	}
-	// start arms the timer, whose step may run at once: from here on c is
-	// shared, and unlock starts the first hedge if it is due already.
+	asks := c.max > 1 || c.counts
+	c.firstHooks = c.budget != nil && !c.granted || asks && !quickDelay(c.delay)
+	d := time.Duration(-1)
+	if asks && !c.firstHooks {
+		d = c.starting(0)
+	}
 	c.mu.Lock()
 	c.runFirst.Store(true)
-	c.start(0, 0, d)
+	if c.firstHooks {
+		c.last, c.started, c.inflight = &c.primary, 1, 1
+		c.claiming = true
+		c.armFirst()
+	} else {
+		c.start(0, 0, d) // unlock starts the first hedge if it is due already
+	}
 	c.unlock()
 	go c.stepFn()
 	// The call stays linked to ctx until Do returns, and not after: a
@@ -174,6 +190,9 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if outcome != nil {
 		*outcome = c.outcome
 	}
+	if t != nil {
+		t.started = int(c.started)
+	}
 	var report Report
 	if p.Observer != nil {
 		report = Report{
@@ -182,7 +201,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 			BudgetRefusals: int(c.refusals), DeadlineSkips: int(c.skips), Panicked: pe != nil || goexit,
 		}
 		for a := c.primary.next; a != nil; a = a.next {
-			report.Started[a.n] = a.at
+			report.Started[c.local(a)] = a.at
 		}
 	}
 	c.val = zero // the call may outlive Do in a loser; do not pin the result
@@ -223,8 +242,9 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 }
 
 // PanicError is the value Do panics with when an attempt panicked: the
-// attempt, the value it panicked with and its goroutine's stack. Do makes a
-// new one for each panic; it is not shared.
+// attempt (its number as Attempt gives it), the value it panicked with
+// and its goroutine's stack. Do makes a new one for each panic; it is not
+// shared.
 type PanicError struct {
 	Attempt int
 	Value   any

@@ -21,19 +21,44 @@ func (c *call[T]) starting(k int) time.Duration {
 	return -1
 }
 
-// release returns the grant of attempt k, whose fn never ran because the
-// call ended first: Release if the budget takes grants back, Done(k,
+// release undoes the claim of attempt k, whose fn never ran because the
+// call ended first. A delay that counts attempts gets a hedge back. The
+// budget gets its grant back: Release if it takes grants back, Done(k,
 // Canceled) otherwise (and always for the primary, which Allow(0) does
 // not charge for).
 func (c *call[T]) release(k int) {
+	if c.counts && k > 0 {
+		// If began itself failed (a Keyed's Key panicked), the call has
+		// ended with that panic, and this one fails the same way, to no
+		// effect.
+		c.guard(k, func() { c.delay.(counter).gaveBack(c.parent(), k) })
+	}
 	if c.budget == nil {
 		return
 	}
-	if r, ok := c.budget.(Releaser); ok && k > 0 {
-		c.guard(k, func() { r.Release(c.parent(), k) })
+	n := c.bn(k)
+	if r, ok := c.budget.(Releaser); ok && n > 0 {
+		c.guard(k, func() { r.Release(c.parent(), n) })
 		return
 	}
-	c.guard(k, func() { c.budget.Done(c.parent(), k, Canceled) })
+	c.guard(k, func() { c.budget.Done(c.parent(), n, Canceled) })
+}
+
+// base returns the number of the call's primary: 0, or in a retry loop of
+// Tries, the try's (see Tries).
+func (c *call[T]) base() int { return int(c.primary.n) }
+
+// local returns the number of attempt a within the call.
+func (c *call[T]) local(a *attemptCtx) int { return int(a.n - c.primary.n) }
+
+// bn returns the number by which the budget knows attempt k of the call:
+// k, or, when the call is a try that the loop's budget granted, the
+// attempt's number across the loop.
+func (c *call[T]) bn(k int) int {
+	if c.granted {
+		return c.base() + k
+	}
+	return k
 }
 
 // guard runs one of the policy's hooks for attempt k (Delay.Next, or the
@@ -52,7 +77,7 @@ func (c *call[T]) guard(k int, hook func()) (ok bool) {
 		v := recover()
 		var pe *PanicError
 		if v != nil {
-			pe = &PanicError{Attempt: k, Value: v, Stack: debug.Stack()}
+			pe = &PanicError{Attempt: c.base() + k, Value: v, Stack: debug.Stack()}
 		}
 		var d drop[T]
 		c.mu.Lock()

@@ -49,6 +49,17 @@ func (k *Keyed) began(ctx context.Context, attempt int) {
 	}
 }
 
+// gaveBack tells the delay of ctx's key that attempt k, which began,
+// never ran.
+func (k *Keyed) gaveBack(ctx context.Context, attempt int) {
+	if !k.counts.Load() {
+		return
+	}
+	if c, ok := k.delay(ctx).(counter); ok {
+		c.gaveBack(ctx, attempt)
+	}
+}
+
 // Learn passes the primary's latency to the delay of ctx's key.
 func (k *Keyed) Learn(ctx context.Context, primary time.Duration, complete bool) {
 	if l, ok := k.delay(ctx).(Learner); ok {

@@ -15,13 +15,13 @@ import (
 // as a Poisson process, every call through the real Do, in virtual time.
 // A hedge now costs what it costs a server: a worker, or a place in a
 // queue. Run with -v to see the tables; with -lab.full the lab runs every
-// load and scenario on 5,000 measured calls and prints the README's
-// tables. -lab.seed draws other arrivals, routes and service times:
+// load and scenario on 5,000 measured calls and prints the tables of
+// docs/lab.md. -lab.seed draws other arrivals, routes and service times:
 //
-//	go test -run TestTailLabUnderLoad -v -lab.full .
+//	go test -run '^TestTailLabUnderLoad' -v -lab.full .
 
 var (
-	labFull = flag.Bool("lab.full", false, "tail lab under load: every load and scenario on 5,000 measured calls, as in the README")
+	labFull = flag.Bool("lab.full", false, "tail lab under load: every load and scenario on 5,000 measured calls, as in docs/lab.md")
 	labSeed = flag.Uint64("lab.seed", 0, "tail lab under load: the seed of arrivals, routing and service times")
 )
 

@@ -24,7 +24,9 @@ type ObserverFunc func(ctx context.Context, r Report)
 // Observe calls f(ctx, r).
 func (f ObserverFunc) Observe(ctx context.Context, r Report) { f(ctx, r) }
 
-// Report is what one call decided. Durations are by the policy's clock.
+// Report is what one call decided. Durations are by the policy's clock,
+// and attempts are numbered within the call, from 0 for its primary, also
+// when the call is a try of a retry loop (see Tries).
 type Report struct {
 	// Attempts is how many attempts started, the primary included.
 	Attempts int

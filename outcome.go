@@ -16,17 +16,19 @@ const (
 	// are cancelled. A classifier's answer outside Accept, Retryable and
 	// Terminal is treated as Terminal.
 	Terminal
-	// Canceled is what Do reports to a Budget for an attempt it cancelled
-	// before the attempt answered: a loser, or an attempt cut off by the
-	// deadline or by the caller. Classifiers do not return it; if one does,
-	// Do treats it as Terminal.
+	// Canceled is what Do reports to a Budget for an attempt whose result
+	// did not count: a loser (also one that answered in the same instant
+	// as the winner), or an attempt cut off by the deadline or by the
+	// caller. Classifiers do not return it; if one does, Do treats it as
+	// Terminal.
 	Canceled
 	// Failed is a failure that starts nothing at once: the other attempts
 	// run on and the hedges already scheduled still come, but unlike
 	// Retryable it does not start the next attempt now. If nothing else is
-	// left, Do returns it as it returns a Retryable result. A classifier
-	// returns it when a retry loop with backoff runs around Do, so that a
-	// failure is retried once, by the loop, not twice.
+	// left, Do returns it as it returns a Retryable result. A retry loop
+	// of Tries around Do treats every Retryable result so, without a
+	// classifier of its own: a failure is retried once, by the loop, after
+	// its backoff, not at once by Do as well.
 	Failed
 )
 

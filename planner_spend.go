@@ -15,6 +15,14 @@ func (p *Planner) began(_ context.Context, k int) {
 	}
 }
 
+// gaveBack returns what began counted for extra attempt k, which never
+// ran. The call stays counted.
+func (p *Planner) gaveBack(_ context.Context, k int) {
+	if s := p.load(); s.err == nil && k > 0 {
+		s.spend(milli)
+	}
+}
+
 // spendAheadCalls bounds how far ahead of Load the plans may spend, in
 // calls' worth of Load: 200 calls, so that in any 1,000 calls the extra
 // attempts stay within 1.2 × Load per call.

@@ -201,7 +201,7 @@ func TestCauseAfterAReleasedWatch(t *testing.T) {
 // Tries leaks a permit when op panics.
 func TestTriesReportsAPanic(t *testing.T) {
 	lim, _ := NewInflightLimit(1)
-	try := Tries(context.Background(), lim, func() (int, error) {
+	try := Tries(context.Background(), lim, func(context.Context) (int, error) {
 		panic("boom")
 	}, nil)
 	lim.Allow(context.Background(), 0)

@@ -22,14 +22,16 @@ const (
 	maxWindow       = time.Minute
 )
 
+// maxBalance bounds a slot's balance both ways, far from overflow. The
+// cap above only ever grants less; the floor below forgives a debt of
+// more than 10^15 attempts, which no service runs up.
+const maxBalance = math.MaxInt64 / 4
+
 // sealed marks a slot whose second is over: an Allow or Done that finds it
 // moves on to the current slot, so nothing lands in a slot after its
-// balance was read.
-const sealed = -1
-
-// maxBalance caps a slot's balance far below overflow. Capping only ever
-// grants less.
-const maxBalance = math.MaxInt64 / 4
+// balance was read. It lies outside ±maxBalance, so no balance, debts
+// included, can be taken for it.
+const sealed = math.MinInt64
 
 // RatioBudget bounds extra attempts to a fraction of calls, in the manner
 // of Finagle's retry budget: every call deposits ratio of an attempt when
@@ -37,17 +39,20 @@ const maxBalance = math.MaxInt64 / 4
 // (a granted Allow(k), k ≥ 1), and a reserve of minPerSecond × window lets
 // a quiet service hedge now and then.
 //
-// Time is cut into one-second slots from the budget's creation. In every
-// window (every run of consecutive slots as long as the window), the
-// extra attempts granted never exceed ratio × the calls deposited in it,
-// plus minPerSecond × window; Allow grants every attempt that keeps this
-// true for the window that ends now, and no other. What a second leaves
+// Time is cut into one-second slots from the budget's creation; a window
+// is a run of consecutive slots as long as the window. The bound holds in
+// the window that ends at each grant: there, the extra attempts granted,
+// this one included, never exceed ratio × the calls deposited in it plus
+// minPerSecond × window. Allow grants every attempt that keeps this true
+// for the window that ends now, and no other. What a second leaves
 // unspent carries over for the rest of the window, so a burst of slow
 // calls may spend what the calls of the seconds before it deposited:
 // hedges go to the calls that need them, not to the second that has
-// credit. A spent reserve stays spent for a whole window. Over any
-// window, the extra attempts are at most ratio × calls plus the reserve;
-// within one second they may reach the window's whole credit.
+// credit. Hence a window that ends in a second without grants may hold
+// more than its own calls fund: attempts granted early in it on the
+// credit of seconds before it. A spent reserve stays spent for a whole
+// window, and within one second the extra attempts may reach the
+// window's whole credit.
 //
 // The zero value refuses every extra attempt. A RatioBudget is safe for
 // concurrent use and must not be copied after first use. Allow and Done
@@ -81,7 +86,8 @@ type ratioSlot struct {
 }
 
 // NewRatioBudget returns a RatioBudget that grants extra attempts up to
-// ratio × calls plus minPerSecond × window seconds in every window. ratio
+// ratio × calls plus minPerSecond × window seconds, in the window that
+// ends at each grant. ratio
 // must lie in [0, 1000], minPerSecond in [0, 1e6], both are used to three
 // decimals rounded down, and window must be a whole number of seconds from
 // 1s to 60s. A nil clk means real time.
@@ -216,13 +222,14 @@ func (b *RatioBudget) slot() *ratioSlot {
 	// ring and the new one, with nothing deposited yet. Its balance may be
 	// below zero: attempts granted on the credit of seconds that have left
 	// the window are still in it, and the new second's calls pay them back
-	// before it grants more. Each net lies within ±maxBalance, so the sum
-	// of at most 59 of them fits an int64.
+	// before it grants more. A balance lies within ±maxBalance, so a net
+	// lies within -maxBalance and 2 × maxBalance; the sum saturates at
+	// ±maxBalance so that it never overflows.
 	var sum int64
 	for _, net := range b.nets {
-		sum += net
+		sum = clampBalance(sum + net)
 	}
-	balance := min(b.reserve+sum, maxBalance)
+	balance := clampBalance(b.reserve + sum)
 	n := &b.slots[0]
 	if n == s {
 		n = &b.slots[1]
@@ -233,6 +240,9 @@ func (b *RatioBudget) slot() *ratioSlot {
 	b.cur.Store(n)
 	return n
 }
+
+// clampBalance bounds a balance to ±maxBalance.
+func clampBalance(v int64) int64 { return max(min(v, maxBalance), -maxBalance) }
 
 // push records a sealed second's net deposit. Called with b.mu held.
 func (b *RatioBudget) push(net int64) {

@@ -28,7 +28,7 @@ func TestTriesShareTheBudget(t *testing.T) {
 	b := &releasing{}
 	refuse := &refusing{releasing: b, from: 2}
 	runs := 0
-	try := hedge.Tries(context.Background(), refuse, func() (int, error) { runs++; return 0, errBusy }, markStop)
+	try := hedge.Tries(context.Background(), refuse, func(context.Context) (int, error) { runs++; return 0, errBusy }, markStop)
 	var errs []error
 	for range 3 {
 		_, err := try()
@@ -52,7 +52,7 @@ func TestTriesShareTheBudget(t *testing.T) {
 // budget hears Terminal.
 func TestTriesStopOnPermanent(t *testing.T) {
 	b := &releasing{}
-	try := hedge.Tries(context.Background(), b, func() (int, error) { return 0, hedge.Permanent(errBusy) }, markStop)
+	try := hedge.Tries(context.Background(), b, func(context.Context) (int, error) { return 0, hedge.Permanent(errBusy) }, markStop)
 	_, err := try()
 	var s stopped
 	if !errors.As(err, &s) || !errors.Is(err, errBusy) {

@@ -98,8 +98,8 @@ func TestCallOptions(t *testing.T) {
 		steps: []step{hang(), ok(10 * ms), hang()},
 		want:  seen{Header: []string{"1"}, Trailer: []string{"1"}, HasPeer: true, Finished: []codes.Code{codes.OK}},
 	}, {
-		name:  "a fatal failure",
-		steps: []step{hang(), fail(10*ms, codes.PermissionDenied), hang()},
+		name:  "a fatal failure after headers",
+		steps: []step{hang(), {after: 10 * ms, code: codes.PermissionDenied, header: true}, hang()},
 		want: seen{Code: codes.PermissionDenied, Header: []string{"1"}, Trailer: []string{"1"}, HasPeer: true,
 			Finished: []codes.Code{codes.PermissionDenied}},
 	}}

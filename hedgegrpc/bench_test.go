@@ -86,16 +86,30 @@ func benchChecks(b *testing.B, client healthpb.HealthClient) {
 
 // BenchmarkUnary is the cost of the unary fast path over bufconn: the
 // primary answers long before the hedging delay. "plain" is the same call
-// on a channel without the interceptor; "throttled" adds the token bucket.
+// on a channel without the interceptor; "throttled" adds the token bucket;
+// "unhedged-throttled" is a call of a method no policy hedges on a
+// throttled channel, which the bucket counts; "hedged-headers" adds
+// CommitOnHeaders, whose stats handler makes grpc-go build the events of
+// every call.
 func BenchmarkUnary(b *testing.B) {
 	const target = "passthrough:///bench"
+	throttling := &hedgegrpc.RetryThrottling{MaxTokens: 10, TokenRatio: 0.1}
+	unhedged, err := hedgegrpc.New(hedgegrpc.Config{
+		Methods:         map[string]hedgegrpc.HedgingPolicy{"pkg.Other": {MaxAttempts: 2}},
+		RetryThrottling: throttling,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, bb := range []struct {
 		name string
 		opts []grpc.DialOption
 	}{
 		{"plain", nil},
 		{"hedged", benchHedged(b, target, nil)},
-		{"hedged-throttled", benchHedged(b, target, &hedgegrpc.RetryThrottling{MaxTokens: 10, TokenRatio: 0.1})},
+		{"hedged-throttled", benchHedged(b, target, throttling)},
+		{"unhedged-throttled", unhedged.DialOptions(target)},
+		{"hedged-headers", append(benchHedged(b, target, nil), grpc.WithStatsHandler(hedgegrpc.CommitOnHeaders()))},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			benchChecks(b, benchClient(b, bb.opts...))

@@ -31,16 +31,19 @@ type Config struct {
 	// Methods maps method names to their hedging policy. A name is
 	// "package.Service/Method" for one method, "package.Service" for every
 	// method of a service without a name of its own, or "" for every
-	// method without a more specific name; the most specific name wins, as
-	// in a gRPC service config. A leading "/" is accepted, so generated
-	// FullMethodName constants work as names. Methods without a policy are
-	// called once, unhedged.
+	// method without a more specific name; the most specific name decides,
+	// whatever its policy holds, as in a gRPC service config: a policy
+	// with MaxAttempts 1 keeps the methods under its name unhedged, even
+	// when a less specific name hedges. A leading "/" is accepted, so
+	// generated FullMethodName constants work as names. Methods without a
+	// policy are called once, unhedged.
 	Methods map[string]HedgingPolicy
 
 	// RetryThrottling, if set, throttles hedges on the channel with gRPC's
-	// token bucket (A6): failures with a non-fatal code drain it,
-	// successes refill it, and no hedge starts while half of it or less
-	// is left. Nil means no throttling.
+	// token bucket (A6): every call of the channel, hedged or not, counts
+	// in it, failures with a non-fatal code draining it and successes
+	// refilling it, and no hedge starts while half of it or less is left.
+	// Nil means no throttling.
 	RetryThrottling *RetryThrottling
 
 	// MaxAttemptsLimit caps every policy's MaxAttempts; larger values are
@@ -51,8 +54,8 @@ type Config struct {
 
 	// Observer, if set, receives a hedge.Report for every hedged call
 	// (*hedge.Stats counts hedge rate, win rate and amplification). Its
-	// BudgetRefusals count hedges that throttling or server pushback held
-	// back. For a stream, the report covers the race until the call
+	// BudgetRefusals count hedges that throttling, server pushback or a
+	// commit held back. For a stream, the report covers the race until the call
 	// committed to one attempt. It must be safe for concurrent use.
 	Observer hedge.Observer
 
@@ -62,7 +65,11 @@ type Config struct {
 	// so that one document sets grpc-go's load balancing, timeouts and
 	// retries and this package's hedging. When Methods and
 	// RetryThrottling are both nil, New takes them from it; otherwise
-	// they govern the hedging and the document only goes to grpc-go. ""
+	// they govern the hedging, and the document goes to grpc-go. Either
+	// way, the document's timeout for a hedged method bounds the whole
+	// call, every attempt included (grpc-go alone would give each attempt
+	// a timeout of its own), and a method it gives a retryPolicy is not
+	// hedged (grpc-go retries it; A6 gives a method one or the other). ""
 	// means no default service config. New returns an error wrapping
 	// ErrInvalidConfig for a document ParseServiceConfig refuses;
 	// grpc.NewClient refuses what grpc-go's own parser does.
@@ -72,11 +79,13 @@ type Config struct {
 // HedgingPolicy is gRFC A6's hedgingPolicy for one method or service: send
 // the call, and send another copy every HedgingDelay until one answers OK
 // or MaxAttempts copies are out. The zero value is invalid (MaxAttempts
-// must be at least 2).
+// must be at least 1).
 type HedgingPolicy struct {
 	// MaxAttempts bounds the attempts of one call, the original included.
-	// It must be at least 2; values above Config.MaxAttemptsLimit are
-	// treated as that limit.
+	// 1 sends each call once: the policy of a name that a service config
+	// gives no hedgingPolicy, which keeps a less specific name's hedging
+	// off its methods. It must be at least 1; values above
+	// Config.MaxAttemptsLimit are treated as that limit.
 	MaxAttempts int
 
 	// HedgingDelay is how long an attempt runs before the next is sent.
@@ -103,118 +112,18 @@ type HedgingPolicy struct {
 // RetryThrottling is gRFC A6's retryThrottling: a token bucket of
 // MaxTokens that every failure with a non-fatal code (or a pushback that
 // says not to retry) drains by one and every success refills by
-// TokenRatio. No hedge starts while MaxTokens/2 or fewer tokens are left.
-// The zero value is invalid.
+// TokenRatio, whatever the method, hedged or not. For a method that is
+// not hedged, the non-fatal codes are its policy's (that of a name with
+// MaxAttempts 1), or the retryableStatusCodes of the retryPolicy grpc-go
+// gives it; its call counts once, however often grpc-go retried it. No
+// hedge starts while MaxTokens/2 or fewer tokens are left. The zero value
+// is invalid.
 type RetryThrottling struct {
 	// MaxTokens is the bucket's size, in (0, 1000]. It starts full.
 	MaxTokens int
 	// TokenRatio is what one success refills: greater than 0, with at most
 	// three decimals, as A6 supports.
 	TokenRatio float64
-}
-
-// method is one validated policy, ready for calls.
-type method struct {
-	unary    hedge.Policy[*unaryAttempt]  // Budget is set per call
-	stream   hedge.Policy[*streamAttempt] // likewise
-	max      int                          // MaxAttempts after the cap
-	nonFatal uint32                       // bit c set: code c is non-fatal
-}
-
-// outcome is the policies' classifier: OK is accepted, a non-fatal code
-// is retryable, and any other code is terminal.
-func (m *method) outcome(err error) hedge.Outcome {
-	if err == nil {
-		return hedge.Accept
-	}
-	if m.isNonFatal(codeOf(err)) {
-		return hedge.Retryable
-	}
-	return hedge.Terminal
-}
-
-func (m *method) classifyUnary(_ *unaryAttempt, err error) hedge.Outcome { return m.outcome(err) }
-
-func (m *method) classifyStream(_ *streamAttempt, err error) hedge.Outcome { return m.outcome(err) }
-
-func (m *method) isNonFatal(c codes.Code) bool { return c < 32 && m.nonFatal&(1<<c) != 0 }
-
-// maxCode is one past the last code gRPC defines (Unauthenticated).
-const maxCode = codes.Unauthenticated + 1
-
-// table is what calls of one channel read: the policies by name, with
-// leading slashes removed, and the token bucket. A table never changes;
-// a new service config from the resolver makes a new one.
-type table struct {
-	methods    map[string]*method
-	bucket     *hedge.TokenBucket // nil: no throttling
-	throttling RetryThrottling    // the bucket's; zero: none
-}
-
-// lookup returns the policy of a full method name ("/svc/method"): the
-// method's own, else its service's, else the default; nil if none, or if
-// t is nil.
-func (t *table) lookup(full string) *method {
-	if t == nil || len(t.methods) == 0 {
-		return nil
-	}
-	name := strings.TrimPrefix(full, "/")
-	if m, ok := t.methods[name]; ok {
-		return m
-	}
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		if m, ok := t.methods[name[:i]]; ok {
-			return m
-		}
-	}
-	return t.methods[""]
-}
-
-// compile validates cfg's policies and throttling and returns them as a
-// table. The table keeps prev's token bucket when the throttling is the
-// same: a resolver that sends its config again does not refill the
-// bucket that failures drained.
-func compile(cfg Config, prev *table) (*table, error) {
-	limit := cfg.MaxAttemptsLimit
-	switch {
-	case limit == 0:
-		limit = DefaultMaxAttemptsLimit
-	case limit < 2 || limit > hedge.MaxAttemptsLimit:
-		return nil, fmt.Errorf("%w: MaxAttemptsLimit %d is outside 2..%d", ErrInvalidConfig, limit, hedge.MaxAttemptsLimit)
-	}
-	t := &table{methods: make(map[string]*method, len(cfg.Methods))}
-	if r := cfg.RetryThrottling; r != nil {
-		if err := r.validate(); err != nil {
-			return nil, err
-		}
-		t.throttling = *r
-		if prev != nil && prev.bucket != nil && prev.throttling == *r {
-			t.bucket = prev.bucket
-		} else {
-			b, err := hedge.NewTokenBucket(r.MaxTokens, r.TokenRatio)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-			}
-			t.bucket = b
-		}
-	}
-	for name, p := range cfg.Methods {
-		key, err := methodKey(name)
-		if err != nil {
-			return nil, err
-		}
-		if _, dup := t.methods[key]; dup {
-			return nil, fmt.Errorf("%w: method %q is named twice", ErrInvalidConfig, key)
-		}
-		m, err := p.compile(limit)
-		if err != nil {
-			return nil, fmt.Errorf("%w (method %q)", err, name)
-		}
-		m.unary.Observer = cfg.Observer
-		m.stream.Observer = cfg.Observer
-		t.methods[key] = m
-	}
-	return t, nil
 }
 
 // methodKey checks a Config.Methods name and returns it without a
@@ -241,13 +150,13 @@ func methodKey(name string) (string, error) {
 }
 
 func (p HedgingPolicy) compile(limit int) (*method, error) {
-	if p.MaxAttempts < 2 {
-		return nil, fmt.Errorf("%w: maxAttempts %d is below 2", ErrInvalidConfig, p.MaxAttempts)
+	if p.MaxAttempts < 1 {
+		return nil, fmt.Errorf("%w: maxAttempts %d is below 1 (1 switches hedging off, 2 or more hedge)", ErrInvalidConfig, p.MaxAttempts)
 	}
 	if p.HedgingDelay < 0 {
 		return nil, fmt.Errorf("%w: negative hedgingDelay %v", ErrInvalidConfig, p.HedgingDelay)
 	}
-	m := &method{max: min(p.MaxAttempts, limit)}
+	var nonFatal uint32
 	for _, c := range p.NonFatalStatusCodes {
 		switch {
 		case c == codes.OK:
@@ -255,7 +164,7 @@ func (p HedgingPolicy) compile(limit int) (*method, error) {
 		case c >= maxCode:
 			return nil, fmt.Errorf("%w: nonFatalStatusCodes holds %d, which is not a gRPC status code", ErrInvalidConfig, uint32(c))
 		}
-		m.nonFatal |= 1 << c
+		nonFatal |= 1 << c
 	}
 	delay := p.Delay
 	if delay == nil {
@@ -263,9 +172,7 @@ func (p HedgingPolicy) compile(limit int) (*method, error) {
 	} else if err := checkDelay(delay); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	m.unary = hedge.Policy[*unaryAttempt]{Delay: delay, MaxAttempts: m.max, Classify: m.classifyUnary}
-	m.stream = hedge.Policy[*streamAttempt]{Delay: delay, MaxAttempts: m.max, Classify: m.classifyStream}
-	return m, nil
+	return newMethod(min(p.MaxAttempts, limit), nonFatal, delay, 0), nil
 }
 
 // errProbe ends checkDelay's probe call. Permanent, so that a learned

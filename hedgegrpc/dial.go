@@ -34,8 +34,9 @@ import (
 // builder of the same scheme passed before these options would shadow
 // the wrapped one. A service config the resolver delivers then replaces
 // the hedging policies, method by method, for the calls that start
-// after it: the document's hedgingPolicy entries and retryThrottling,
-// with New's Observer, MaxAttemptsLimit and Delays kept. As in grpc-go,
+// after it: the document's methodConfig entries, with their hedging,
+// timeouts and retries, and its retryThrottling, with New's Observer,
+// MaxAttemptsLimit and Delays kept. As in grpc-go,
 // a state without a config, a resolver error and an invalid config keep
 // the policies in force, and grpc.WithDisableServiceConfig makes the
 // channel ignore the resolver's configs, the hedging included. A document
@@ -116,10 +117,10 @@ type followedConn struct {
 
 // parsed is a service config that both grpc-go and ParseServiceConfig
 // accepted: grpc-go's, which UpdateState hands back to grpc-go unwrapped,
-// and the hedging parts.
+// and this package's reading of it.
 type parsed struct {
 	serviceconfig.Config
-	hedging Config
+	doc document
 }
 
 // ParseServiceConfig parses js with grpc-go's parser and with
@@ -129,11 +130,11 @@ func (c *followedConn) ParseServiceConfig(js string) *serviceconfig.ParseResult 
 	if r == nil || r.Err != nil {
 		return r
 	}
-	doc, err := ParseServiceConfig(js)
+	doc, err := parseDocument(js)
 	if err != nil {
 		return &serviceconfig.ParseResult{Err: err}
 	}
-	return &serviceconfig.ParseResult{Config: parsed{Config: r.Config, hedging: doc}}
+	return &serviceconfig.ParseResult{Config: parsed{Config: r.Config, doc: doc}}
 }
 
 // UpdateState makes a valid config parsed here the Interceptor's, and
@@ -141,7 +142,7 @@ func (c *followedConn) ParseServiceConfig(js string) *serviceconfig.ParseResult 
 func (c *followedConn) UpdateState(s resolver.State) error {
 	if sc := s.ServiceConfig; sc != nil && sc.Err == nil {
 		if p, ok := sc.Config.(parsed); ok {
-			c.in.follow(p.hedging)
+			c.in.follow(p.doc)
 			s.ServiceConfig = &serviceconfig.ParseResult{Config: p.Config}
 		}
 	}

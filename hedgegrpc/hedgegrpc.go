@@ -17,9 +17,13 @@
 //	conn, err := grpc.NewClient(target, append(in.DialOptions(target), creds)...)
 //
 // For a hedged method, the interceptors send the call, and another copy
-// every hedgingDelay, up to maxAttempts, all under the caller's deadline.
-// The first copy to answer (OK, for a unary call; response headers, for a
-// stream) wins and cancels the others. A non-fatal code starts the next
+// every hedgingDelay, up to maxAttempts, all under one deadline: the
+// caller's, or the method's timeout in the service config, counted from
+// the start of the call, if that comes first (grpc-go alone would give
+// each copy a timeout of its own).
+// The first copy to answer (OK, for a unary call, or response headers
+// with CommitOnHeaders on the channel; response headers, for a stream)
+// wins and cancels the others. A non-fatal code starts the next
 // copy at once (later ones follow at hedgingDelay from there); any other
 // code cancels the others and is returned. When every copy failed, the
 // last failure is returned. Copies after the first carry
@@ -37,10 +41,13 @@
 // follow it, method by method, as grpc-go does, so the hedging changes
 // when the config does.
 //
-// Hedge only idempotent methods: a hedged call may run several times on
-// the server. Do not also give a hedged method a retryPolicy; A6 allows a
-// method one or the other, and ParseServiceConfig refuses an entry with
-// both.
+// A method's most specific methodConfig entry decides, whatever it holds,
+// as grpc-go applies that entry: a method whose own entry has a timeout
+// or a retryPolicy but no hedgingPolicy is not hedged, though its
+// service's entry hedges. Hedge only idempotent methods: a hedged call
+// may run several times on the server. A6 allows a method retries or
+// hedging, not both: ParseServiceConfig refuses an entry with both, and a
+// method that grpc-go retries is never hedged.
 //
 // Hedges reach other backends only if the channel's load balancer spreads
 // picks: with round_robin, successive attempts of a call go to successive
@@ -66,7 +73,10 @@ import (
 // drains one token, an OK answer refills TokenRatio, fatal failures and
 // cancelled losers change nothing, and no hedge starts while MaxTokens/2
 // or fewer tokens are left. The first attempt always goes out. A stream
-// counts once it ends: OK refills, a non-fatal code drains.
+// counts once it ends: OK refills, a non-fatal code drains. Calls that
+// are not hedged count as well, once each, as A6 counts every call of the
+// channel: OK refills, and a failure drains if its code is non-fatal for
+// the method (see RetryThrottling) or its pushback says not to retry.
 //
 // Pushback: when an attempt fails and its trailer holds
 // grpc-retry-pushback-ms, a negative or malformed value stops the call's
@@ -92,16 +102,18 @@ type Interceptor struct {
 // New validates cfg and returns an Interceptor for one channel. An invalid
 // cfg is an error wrapping ErrInvalidConfig.
 func New(cfg Config) (*Interceptor, error) {
+	var entries map[string]entry
 	if cfg.ServiceConfig != "" {
-		doc, err := ParseServiceConfig(cfg.ServiceConfig)
+		doc, err := parseDocument(cfg.ServiceConfig)
 		if err != nil {
 			return nil, err
 		}
 		if cfg.Methods == nil && cfg.RetryThrottling == nil {
-			cfg.Methods, cfg.RetryThrottling = doc.Methods, doc.RetryThrottling
+			cfg.Methods, cfg.RetryThrottling = doc.hedging.Methods, doc.hedging.RetryThrottling
 		}
+		entries = doc.entries
 	}
-	t, err := compile(cfg, nil)
+	t, err := compile(cfg, entries, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -123,24 +135,24 @@ func New(cfg Config) (*Interceptor, error) {
 // before any config came.
 func (in *Interceptor) table() *table { return in.cur.Load() }
 
-// follow makes the hedging parts of a service config that the channel's
-// resolver delivered the policies of later calls, as grpc-go makes the
-// rest of it its own. Calls in flight keep the policy they started with.
-// The Observer and MaxAttemptsLimit stay New's, and a Delay New's Config
-// gave a name stays with that name: they are the client's, not the
-// service owner's.
-func (in *Interceptor) follow(doc Config) {
+// follow makes a service config that the channel's resolver delivered
+// the config of later calls, the hedging parts and what grpc-go makes of
+// its entries, as grpc-go makes the rest of it its own. Calls in flight
+// keep the policy they started with. The Observer and MaxAttemptsLimit
+// stay New's, and a Delay New's Config gave a name stays with that name:
+// they are the client's, not the service owner's.
+func (in *Interceptor) follow(doc document) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	methods := make(map[string]HedgingPolicy, len(doc.Methods))
-	for name, p := range doc.Methods {
+	methods := make(map[string]HedgingPolicy, len(doc.hedging.Methods))
+	for name, p := range doc.hedging.Methods {
 		if d := in.delays[name]; d != nil {
 			p.Delay = d
 		}
 		methods[name] = p
 	}
-	t, err := compile(Config{Methods: methods, RetryThrottling: doc.RetryThrottling,
-		MaxAttemptsLimit: in.limit, Observer: in.observer}, in.cur.Load())
+	t, err := compile(Config{Methods: methods, RetryThrottling: doc.hedging.RetryThrottling,
+		MaxAttemptsLimit: in.limit, Observer: in.observer}, doc.entries, in.cur.Load())
 	if err != nil {
 		return // not reached: ParseServiceConfig compiled the document already
 	}

@@ -24,6 +24,7 @@ func Method(ctx context.Context) string {
 type callCtx struct {
 	context.Context // the caller's
 	method          string
+	unary           *call // the call, if it is a unary one
 }
 
 type methodCtxKey struct{}

@@ -75,22 +75,23 @@ func perCall(o grpc.CallOption) bool {
 // received is what one attempt collected for the caller's options: its
 // own header, trailer and peer.
 type received struct {
-	header  metadata.MD
+	header  metadata.MD // nil if the server sent none: the response was trailers-only
 	trailer metadata.MD
 	peer    peer.Peer
 }
 
 // ask appends to opts the options that collect into r what the caller
-// asked for; always the trailer when trailer is set.
-func (o *outputs) ask(opts []grpc.CallOption, r *received, trailer bool) []grpc.CallOption {
+// asked for; always the trailer when trailer is set, and the header when
+// header is.
+func (o *outputs) ask(opts []grpc.CallOption, r *received, trailer, header bool) []grpc.CallOption {
 	if trailer || o != nil && len(o.trailers) > 0 {
 		opts = append(opts, grpc.Trailer(&r.trailer))
 	}
+	if header || o != nil && len(o.headers) > 0 {
+		opts = append(opts, grpc.Header(&r.header))
+	}
 	if o == nil {
 		return opts
-	}
-	if len(o.headers) > 0 {
-		opts = append(opts, grpc.Header(&r.header))
 	}
 	if len(o.peers) > 0 {
 		opts = append(opts, grpc.Peer(&r.peer))
@@ -113,6 +114,22 @@ func (o *outputs) deliver(r *received) {
 }
 
 func codeOf(err error) codes.Code { return status.Code(err) }
+
+// callError returns the call's error as grpc-go's own calls return it
+// when the call's deadline passes or the caller gives up: contextError's
+// status for the caller's context, or codes.DeadlineExceeded for the
+// method's timeout, which hedge.Do keeps as the policy's Timeout and ends
+// with context.DeadlineExceeded. It returns nil for any other error,
+// which the call returns as it is.
+func callError(ctx context.Context, err error) error {
+	if cerr := contextError(ctx, err); cerr != nil {
+		return cerr
+	}
+	if err == context.DeadlineExceeded {
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return nil
+}
 
 // contextError returns the call's error as grpc-go's own calls return it
 // when the caller's context ends: a status with codes.DeadlineExceeded or

@@ -35,6 +35,11 @@ type step struct {
 	code     codes.Code    // the answer: OK, or a failure
 	pushback string        // grpc-retry-pushback-ms in the trailer, if set
 	blank    bool          // answer an empty reply, not ServingStatus(attempt+1)
+	// header sends the header before the answer, whatever it is, after
+	// headerAfter: a failure then comes after headers, not as a
+	// trailers-only response. The answer comes after that, and after.
+	header      bool
+	headerAfter time.Duration
 	// awaitPrimary makes the handler first wait until the handler of the
 	// same call's attempt 0 has started: a test over TCP orders attempts
 	// with it instead of with time.
@@ -73,8 +78,8 @@ type event struct {
 
 // server is a grpc_health_v1 Health service whose Check follows a script
 // per call (keyed by the request's Service field) and per attempt, and
-// answers each attempt with ServingStatus(attempt+1), a header and a
-// trailer "attempt" naming it, so that a client can tell whose reply it
+// answers each attempt with ServingStatus(attempt+1), a header (on OK
+// answers) and a trailer "attempt" naming it, so that a client can tell whose reply it
 // got.
 type server struct {
 	healthpb.UnimplementedHealthServer
@@ -121,12 +126,23 @@ func (s *server) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*
 	}
 	st := script[e.Attempt]
 	tag := metadata.Pairs("attempt", strconv.Itoa(e.Attempt))
-	grpc.SetHeader(ctx, tag)
 	if st.pushback != "" {
 		tag = metadata.Join(tag, metadata.Pairs("grpc-retry-pushback-ms", st.pushback))
 	}
 	grpc.SetTrailer(ctx, tag)
 
+	if st.header {
+		select {
+		case <-time.After(st.headerAfter):
+		case <-ctx.Done():
+			e.End, e.Canceled = time.Since(s.t0), true
+			s.add(e)
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		if err := grpc.SendHeader(ctx, tag); err != nil {
+			return nil, err
+		}
+	}
 	var err error
 	for _, k := range st.awaited(e.Attempt, len(script)) {
 		select {
@@ -157,7 +173,15 @@ func (s *server) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*
 		return nil, status.FromContextError(err).Err()
 	case st.code != codes.OK:
 		return nil, status.Errorf(st.code, "%s attempt %d", e.Call, e.Attempt)
-	case st.blank:
+	}
+	// The header goes only with an answer: set, it would go out before a
+	// failure's trailer too, and a response with headers commits the call
+	// (A6), so that its failure could not be hedged. A6 asks servers to
+	// fail with trailers only.
+	if !st.header {
+		grpc.SetHeader(ctx, tag)
+	}
+	if st.blank {
 		return &healthpb.HealthCheckResponse{}, nil
 	}
 	return &healthpb.HealthCheckResponse{Status: statusOf(e.Attempt)}, nil

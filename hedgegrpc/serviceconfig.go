@@ -14,27 +14,55 @@ import (
 )
 
 // ParseServiceConfig reads the hedging parts of a gRPC service config in
-// its JSON form (gRFC A6): every methodConfig entry that has a
-// hedgingPolicy, under each of its names, and retryThrottling. Other
-// fields (loadBalancingConfig, timeout, retryPolicy, ...) are grpc-go's:
-// the Config keeps the whole document in ServiceConfig, and
+// its JSON form (gRFC A6): every methodConfig entry, under each of its
+// names, and retryThrottling. An entry with a hedgingPolicy gives its
+// names that policy; an entry without one (a timeout only, a
+// retryPolicy, ...) gives them a policy of MaxAttempts 1, since the most
+// specific entry decides, whatever it holds: its methods are not hedged,
+// even under a service or default entry that hedges. Other fields
+// (loadBalancingConfig, timeout, retryPolicy, ...) are grpc-go's: the
+// Config keeps the whole document in ServiceConfig, and
 // Interceptor.DialOptions gives it to grpc-go as the channel's default
-// service config, so one document configures both. It
-// returns an error wrapping ErrInvalidConfig for a document A6 does not
-// allow: an entry with both retryPolicy and hedgingPolicy, a name given
-// twice in the document (whatever policy, if any, each entry holds: A6
-// gives a method one policy, and grpc-go refuses such a document as
-// well), a method without a service, maxAttempts below 2, a hedgingDelay
-// that is not a non-negative proto3 duration ("0.5s"), an unknown status
-// code, or a retryThrottling outside its bounds. maxAttempts above the
-// limit is not an error here: New treats it as Config.MaxAttemptsLimit.
+// service config, so one document configures both. It returns an error
+// wrapping ErrInvalidConfig for a document A6 does not allow: an entry
+// with both retryPolicy and hedgingPolicy, a name given twice in the
+// document (whatever policy, if any, each entry holds: A6 gives a method
+// one policy, and grpc-go refuses such a document as well), a method
+// without a service, maxAttempts below 2, a hedgingDelay that is not a
+// non-negative proto3 duration ("0.5s"), a timeout that is not a proto3
+// duration, an unknown status code, or a retryThrottling outside its
+// bounds. maxAttempts above the limit is not an error here: New treats
+// it as Config.MaxAttemptsLimit.
 //
 // A6 allows a fractional maxTokens; this package's token bucket counts
 // whole tokens, so ParseServiceConfig rejects one.
 func ParseServiceConfig(js string) (Config, error) {
+	doc, err := parseDocument(js)
+	return doc.hedging, err
+}
+
+// document is a service config as this package reads it: the hedging
+// parts, and what each methodConfig entry tells grpc-go that the
+// hedging must respect.
+type document struct {
+	hedging Config
+	entries map[string]entry // by name, as Config.Methods keys
+}
+
+// entry is what grpc-go makes of one methodConfig entry, as far as the
+// hedging depends on it.
+type entry struct {
+	timeout    time.Duration // grpc-go's deadline for each call it makes, when hasTimeout
+	hasTimeout bool          // a timeout that is not negative: grpc-go ignores those
+	retries    bool          // a retryPolicy: grpc-go retries the entry's methods
+	retryable  uint32        // its retryableStatusCodes, bit c for code c
+}
+
+func parseDocument(js string) (document, error) {
 	var doc struct {
 		MethodConfig []struct {
 			Name          []serviceConfigName
+			Timeout       *string
 			RetryPolicy   json.RawMessage
 			HedgingPolicy *struct {
 				MaxAttempts         *float64
@@ -48,9 +76,10 @@ func ParseServiceConfig(js string) (Config, error) {
 		}
 	}
 	if err := json.Unmarshal([]byte(js), &doc); err != nil {
-		return Config{}, fmt.Errorf("%w: service config: %w", ErrInvalidConfig, err)
+		return document{}, fmt.Errorf("%w: service config: %w", ErrInvalidConfig, err)
 	}
 	var cfg Config
+	var entries map[string]entry
 	claimed := map[string]int{}
 	for i, mc := range doc.MethodConfig {
 		where := fmt.Sprintf("methodConfig[%d]", i)
@@ -59,60 +88,92 @@ func ParseServiceConfig(js string) (Config, error) {
 		// methods their config as surely as a hedging entry does.
 		keys, err := claimNames(claimed, i, mc.Name)
 		if err != nil {
-			return Config{}, err
+			return document{}, err
 		}
-		hp := mc.HedgingPolicy
-		if hp == nil {
-			continue // not hedged: gRPC's own retryPolicy, or neither
+		e, err := parseEntry(mc.Timeout, mc.RetryPolicy)
+		if err != nil {
+			return document{}, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, where, err)
 		}
-		if len(mc.RetryPolicy) > 0 && string(mc.RetryPolicy) != "null" {
-			return Config{}, fmt.Errorf("%w: %s has both retryPolicy and hedgingPolicy", ErrInvalidConfig, where)
-		}
-		var p HedgingPolicy
-		switch n := hp.MaxAttempts; {
-		case n == nil:
-			return Config{}, fmt.Errorf("%w: %s: hedgingPolicy has no maxAttempts", ErrInvalidConfig, where)
-		case *n != math.Trunc(*n):
-			return Config{}, fmt.Errorf("%w: %s: maxAttempts %v is not an integer", ErrInvalidConfig, where, *n)
-		default:
-			// Clamped before the conversion: New caps it far lower anyway.
-			p.MaxAttempts = int(math.Max(math.Min(*n, 1e6), -1))
-		}
-		if hp.HedgingDelay != nil {
-			d, err := parseDuration(*hp.HedgingDelay)
-			if err != nil {
-				return Config{}, fmt.Errorf("%w: %s: hedgingDelay: %w", ErrInvalidConfig, where, err)
+		p := HedgingPolicy{MaxAttempts: 1} // not hedged: gRPC's own retryPolicy, or neither
+		if hp := mc.HedgingPolicy; hp != nil {
+			if e.retries {
+				return document{}, fmt.Errorf("%w: %s has both retryPolicy and hedgingPolicy", ErrInvalidConfig, where)
 			}
-			p.HedgingDelay = d
+			switch n := hp.MaxAttempts; {
+			case n == nil:
+				return document{}, fmt.Errorf("%w: %s: hedgingPolicy has no maxAttempts", ErrInvalidConfig, where)
+			case *n != math.Trunc(*n):
+				return document{}, fmt.Errorf("%w: %s: maxAttempts %v is not an integer", ErrInvalidConfig, where, *n)
+			case *n < 2:
+				return document{}, fmt.Errorf("%w: %s: maxAttempts %v is below 2", ErrInvalidConfig, where, *n)
+			default:
+				// Clamped before the conversion: New caps it far lower anyway.
+				p.MaxAttempts = int(math.Min(*n, 1e6))
+			}
+			if hp.HedgingDelay != nil {
+				d, err := parseDuration(*hp.HedgingDelay)
+				if err != nil {
+					return document{}, fmt.Errorf("%w: %s: hedgingDelay: %w", ErrInvalidConfig, where, err)
+				}
+				p.HedgingDelay = d
+			}
+			p.NonFatalStatusCodes = hp.NonFatalStatusCodes
 		}
-		p.NonFatalStatusCodes = hp.NonFatalStatusCodes
 		for _, key := range keys {
 			if cfg.Methods == nil {
-				cfg.Methods = map[string]HedgingPolicy{}
+				cfg.Methods, entries = map[string]HedgingPolicy{}, map[string]entry{}
 			}
 			cfg.Methods[key] = p
+			entries[key] = e
 		}
 	}
 	if t := doc.RetryThrottling; t != nil {
 		switch {
 		case t.MaxTokens == nil || t.TokenRatio == nil:
-			return Config{}, fmt.Errorf("%w: retryThrottling needs maxTokens and tokenRatio", ErrInvalidConfig)
+			return document{}, fmt.Errorf("%w: retryThrottling needs maxTokens and tokenRatio", ErrInvalidConfig)
 		case *t.MaxTokens <= 0 || *t.MaxTokens > 1000:
-			return Config{}, fmt.Errorf("%w: retryThrottling maxTokens %v is outside (0, 1000]", ErrInvalidConfig, *t.MaxTokens)
+			return document{}, fmt.Errorf("%w: retryThrottling maxTokens %v is outside (0, 1000]", ErrInvalidConfig, *t.MaxTokens)
 		case *t.MaxTokens != math.Trunc(*t.MaxTokens):
-			return Config{}, fmt.Errorf("%w: retryThrottling maxTokens %v is not a whole number of tokens", ErrInvalidConfig, *t.MaxTokens)
+			return document{}, fmt.Errorf("%w: retryThrottling maxTokens %v is not a whole number of tokens", ErrInvalidConfig, *t.MaxTokens)
 		}
 		cfg.RetryThrottling = &RetryThrottling{MaxTokens: int(*t.MaxTokens), TokenRatio: *t.TokenRatio}
 		if err := cfg.RetryThrottling.validate(); err != nil {
-			return Config{}, err
+			return document{}, err
 		}
 	}
 	// Everything else New checks: report it now, not at New.
-	if _, err := compile(Config{Methods: cfg.Methods, MaxAttemptsLimit: hedge.MaxAttemptsLimit}, nil); err != nil {
-		return Config{}, err
+	if _, err := compile(Config{Methods: cfg.Methods, MaxAttemptsLimit: hedge.MaxAttemptsLimit}, nil, nil); err != nil {
+		return document{}, err
 	}
 	cfg.ServiceConfig = js
-	return cfg, nil
+	return document{hedging: cfg, entries: entries}, nil
+}
+
+// parseEntry reads what grpc-go makes of an entry's timeout and
+// retryPolicy. grpc-go checks the rest of the retryPolicy.
+func parseEntry(timeout *string, retryPolicy json.RawMessage) (entry, error) {
+	var e entry
+	if timeout != nil {
+		d, err := parseTimeout(*timeout)
+		if err != nil {
+			return entry{}, fmt.Errorf("timeout: %w", err)
+		}
+		e.timeout, e.hasTimeout = d, d >= 0
+	}
+	if len(retryPolicy) == 0 || string(retryPolicy) == "null" {
+		return e, nil
+	}
+	var rp struct{ RetryableStatusCodes []codes.Code }
+	if err := json.Unmarshal(retryPolicy, &rp); err != nil {
+		return entry{}, fmt.Errorf("retryPolicy: %w", err)
+	}
+	e.retries = true
+	for _, c := range rp.RetryableStatusCodes {
+		if c < 32 {
+			e.retryable |= 1 << c
+		}
+	}
+	return e, nil
 }
 
 // serviceConfigName is one name of a methodConfig entry: a service and
@@ -152,6 +213,39 @@ func claimNames(claimed map[string]int, entry int, names []serviceConfigName) ([
 	}
 	return keys, nil
 }
+
+// parseTimeout reads a proto3 JSON Duration as grpc-go reads a method's
+// timeout: decimal seconds with up to nine fractional digits, an "s"
+// suffix and an optional "-", up to 10,000 years, clamped to what a
+// time.Duration holds.
+func parseTimeout(s string) (time.Duration, error) {
+	body, neg := strings.CutPrefix(s, "-")
+	whole, frac, _ := strings.Cut(strings.TrimSuffix(body, "s"), ".")
+	if !strings.HasSuffix(body, "s") {
+		return 0, fmt.Errorf("%q is not decimal seconds ending in \"s\"", s)
+	}
+	if whole == "" && frac == "" || !digits(whole) || !digits(frac) || len(frac) > 9 {
+		return 0, fmt.Errorf("%q is not decimal seconds with at most nine decimals", s)
+	}
+	secs, err := strconv.ParseInt("0"+whole, 10, 64)
+	if err != nil || secs > maxProtoSeconds {
+		return 0, fmt.Errorf("%q is out of range", s)
+	}
+	nanos, _ := strconv.ParseInt(frac+strings.Repeat("0", 9-len(frac)), 10, 64)
+	const maxSecs, maxNanos = math.MaxInt64 / int64(time.Second), math.MaxInt64 % int64(time.Second)
+	d := time.Duration(math.MaxInt64)
+	if secs < maxSecs || secs == maxSecs && nanos < maxNanos {
+		d = time.Duration(secs)*time.Second + time.Duration(nanos)
+	}
+	if neg {
+		return -d, nil
+	}
+	return d, nil
+}
+
+// maxProtoSeconds is the most seconds a proto3 Duration holds, 10,000
+// years.
+const maxProtoSeconds = 315_576_000_000
 
 // parseDuration reads a proto3 JSON Duration that must not be negative:
 // decimal seconds with up to nine fractional digits and an "s" suffix,

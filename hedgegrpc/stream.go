@@ -14,19 +14,10 @@ import (
 	"github.com/tailcut/hedge"
 )
 
-// DefaultMaxRetryRPCBufferSize is what a hedged stream buffers of the
-// messages it sent, per call, when the call has no
-// grpc.MaxRetryRPCBufferSize option: 256 KiB, grpc-go's own default for
-// its retries.
-const DefaultMaxRetryRPCBufferSize = 256 << 10
-
-// frameHeader is the gRPC length prefix of a message on the wire: grpc-go
-// counts it against the buffer limit, and so does a hedged stream.
-const frameHeader = 5
-
 // Stream is a grpc.StreamClientInterceptor. It hedges the streams of a
-// method with a policy, server-streaming, client-streaming and bidi
-// alike, as A6 says, and passes other streams to streamer unhedged.
+// method with a policy that hedges, server-streaming, client-streaming
+// and bidi alike, as A6 says, and passes other streams to streamer
+// unhedged; those count in the token bucket when they end.
 //
 // Until the call commits to one attempt, the stream keeps a copy
 // (proto.Clone) of every message the caller sends, and of its CloseSend,
@@ -55,6 +46,10 @@ const frameHeader = 5
 // primary took to commit. The caller's context ends every attempt, the
 // winner's too after the commit.
 //
+// The method's timeout in the service config bounds the whole call, the
+// committed stream included, from the call's start: when it passes, the
+// stream fails with codes.DeadlineExceeded.
+//
 // Stream returns once an attempt has opened its stream, or with the
 // call's error if the call failed before any could (a fatal code, or the
 // caller's context ending, as a status). grpc.Header, grpc.Trailer and
@@ -65,13 +60,13 @@ const frameHeader = 5
 func (in *Interceptor) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	t := in.table()
 	m := t.lookup(method)
-	if m == nil {
-		return streamer(ctx, desc, cc, method, opts...)
+	if m == nil || !m.hedged() {
+		return t.onceStream(ctx, m, desc, cc, method, streamer, opts)
 	}
 	s := &stream{desc: desc, cc: cc, method: method, streamer: streamer,
 		limit: bufferLimit(opts), more: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
 	s.m, s.bucket = m, t.bucket
-	s.ctx = callCtx{ctx, method}
+	s.ctx = callCtx{ctx, method, nil}
 	s.opts, s.out = split(opts)
 	go s.race()
 	<-s.ready
@@ -83,21 +78,6 @@ func (in *Interceptor) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 		return nil, s.failure()
 	}
 	return s, nil
-}
-
-// bufferLimit returns the last grpc.MaxRetryRPCBufferSize of opts, as
-// grpc-go applies it, or the default.
-func bufferLimit(opts []grpc.CallOption) int {
-	limit := DefaultMaxRetryRPCBufferSize
-	for _, o := range opts {
-		switch o := o.(type) {
-		case grpc.MaxRetryRPCBufferSizeCallOption:
-			limit = o.MaxRetryRPCBufferSize
-		case *grpc.MaxRetryRPCBufferSizeCallOption:
-			limit = o.MaxRetryRPCBufferSize
-		}
-	}
-	return limit
 }
 
 // stream is one hedged stream: the grpc.ClientStream the caller holds.

@@ -61,8 +61,8 @@ func (s *stream) race() {
 	a, err := hedge.Do(&s.ctx, p, s.attempt)
 	decided = true
 	if err != nil {
-		if cerr := contextError(s.ctx.Context, err); cerr != nil {
-			a, err = nil, cerr // no attempt's answer: the caller's context ended
+		if cerr := callError(s.ctx.Context, err); cerr != nil {
+			a, err = nil, cerr // no attempt's answer: the call's deadline passed, or the caller gave up
 		}
 	}
 	s.decide(a, err, nil)
@@ -106,7 +106,7 @@ func (s *stream) attempt(ctx context.Context) (a *streamAttempt, err error) {
 	s.mu.Unlock()
 	defer s.leave(a, &err)
 
-	opts := s.out.ask(append(make([]grpc.CallOption, 0, len(s.opts)+4), s.opts...), &a.received, false)
+	opts := s.out.ask(append(make([]grpc.CallOption, 0, len(s.opts)+4), s.opts...), &a.received, false, false)
 	opts = append(opts, grpc.OnFinish(func(err error) { s.finished(a, err) }))
 	// The stream gets a context of its own: Do ends a loser's, but once
 	// it has returned, the caller's context ends the winner's only if it

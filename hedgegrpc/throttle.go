@@ -33,13 +33,21 @@ type throttle struct {
 	bucket  *hedge.TokenBucket // nil: no throttling
 	started atomic.Int32       // attempts that have started
 	held    atomic.Uint32      // bit k: attempt k waits out a pushback; stopBit: no more hedges
-	stopped atomic.Uint32      // bit k: attempt k got a pushback that said stop
+	// drains has bit k set when attempt k's failure ends the call and
+	// yet drains the bucket: its pushback said stop (A6), or its code was
+	// non-fatal but it came after response headers, which committed the
+	// call to it.
+	drains atomic.Uint32
+	// commit is k+1 once attempt k received response headers and so
+	// committed the call (A6), 0 before; only CommitOnHeaders sets it.
+	commit atomic.Int32
+	lost   atomic.Uint32 // bit k: attempt k ended after the call committed to another
 }
 
-// Allow grants an extra attempt unless pushback holds it back or the
-// token bucket refuses it.
+// Allow grants an extra attempt unless the call has committed, pushback
+// holds it back or the token bucket refuses it.
 func (t *throttle) Allow(ctx context.Context, k int) bool {
-	if k >= 1 && t.held.Load() != 0 {
+	if k >= 1 && (t.held.Load() != 0 || t.commit.Load() != 0) {
 		return false
 	}
 	return t.bucket == nil || t.bucket.Allow(ctx, k)
@@ -62,12 +70,13 @@ func (t *throttle) release(k int) {
 
 // count tells the token bucket how attempt k ended. A failure whose
 // pushback said stop counts as a failure even when its code was fatal
-// (A6).
+// (A6), and so does one with a non-fatal code that ended the call because
+// it came after headers.
 func (t *throttle) count(ctx context.Context, k int, o hedge.Outcome) {
-	if t.bucket == nil {
-		return
+	if t.bucket == nil || t.lost.Load()&(1<<k) != 0 {
+		return // a loser to a commit says nothing of the server, as a cancelled one does not
 	}
-	if o == hedge.Terminal && t.stopped.Load()&(1<<k) != 0 {
+	if o == hedge.Terminal && t.drains.Load()&(1<<k) != 0 {
 		o = hedge.Retryable
 	}
 	t.bucket.Done(ctx, k, o)
@@ -80,17 +89,15 @@ func (t *throttle) count(ctx context.Context, k int, o hedge.Outcome) {
 // attempt at once, as for any non-fatal failure, which is n ms after the
 // failure came, and schedules the ones after it from there.
 func (t *throttle) pushback(ctx context.Context, k int, trailer metadata.MD, err error) error {
-	v := trailer[pushbackKey]
-	if len(v) == 0 {
+	d, ok := pushbackOf(trailer)
+	switch {
+	case !ok:
 		return err
-	}
-	ms, perr := strconv.ParseInt(v[0], 10, 32)
-	if perr != nil || ms < 0 {
-		t.stopped.Or(1 << k)
+	case d < 0:
+		t.drains.Or(1 << k)
 		t.held.Or(stopBit)
 		return err
 	}
-	d := time.Duration(ms) * time.Millisecond
 	if !t.m.isNonFatal(codeOf(err)) || d == 0 || int(t.started.Load()) >= t.m.max || t.held.Load()&stopBit != 0 {
 		return err // nothing to wait for: no attempt will follow this one
 	}
@@ -108,6 +115,28 @@ func (t *throttle) pushback(ctx context.Context, k int, trailer metadata.MD, err
 	}
 	timer.Stop()
 	return err
+}
+
+// pushbackOf returns the pushback of trailer: the wait
+// grpc-retry-pushback-ms asks for, or -1 for a negative or malformed
+// value, which says not to retry; ok is false when there is none.
+func pushbackOf(trailer metadata.MD) (d time.Duration, ok bool) {
+	v := trailer[pushbackKey]
+	if len(v) == 0 {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(v[0], 10, 32)
+	if err != nil || ms < 0 {
+		return -1, true
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+// stopsHedging reports whether trailer holds a pushback that says not to
+// retry.
+func stopsHedging(trailer metadata.MD) bool {
+	d, ok := pushbackOf(trailer)
+	return ok && d < 0
 }
 
 // withPreviousAttempts sets grpc-previous-rpc-attempts to k on attempt k's

@@ -45,7 +45,15 @@ func ExampleNew() {
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		switch data := m.Data.(type) {
 		case metricdata.Histogram[float64]:
-			fmt.Printf("%s: %d calls\n", m.Name, data.DataPoints[0].Count)
+			for _, dp := range data.DataPoints {
+				if r, ok := dp.Attributes.Value(hedgeotel.RoleAttr); ok {
+					fmt.Printf("%s{hedge.role=%s}: %d measured\n", m.Name, r.AsString(), dp.Count)
+				} else {
+					fmt.Printf("%s: %d measured\n", m.Name, dp.Count)
+				}
+			}
+		case metricdata.Histogram[int64]:
+			fmt.Printf("%s: %d calls, %d hedges\n", m.Name, data.DataPoints[0].Count, data.DataPoints[0].Sum)
 		case metricdata.Sum[int64]:
 			for _, dp := range data.DataPoints {
 				if w, ok := dp.Attributes.Value(hedgeotel.WinnerAttr); ok {
@@ -57,12 +65,19 @@ func ExampleNew() {
 		}
 	}
 	// Unordered output:
-	// hedge.call.duration: 3 calls
+	// hedge.call.duration: 3 measured
+	// hedge.call.hedges: 1 calls, 1 hedges
+	// hedge.attempt.delay: 1 measured
+	// hedge.attempt.duration{hedge.role=winner}: 1 measured
+	// hedge.attempt.duration{hedge.role=loser}: 1 measured
 	// hedge.call.attempts: 4
-	// hedge.call.hedges: 1
 	// hedge.call.hedged: 1
 	// hedge.call.wins{hedge.winner=0}: 2
 	// hedge.call.wins{hedge.winner=1}: 1
+	// hedge.call.budget_refusals: 0
+	// hedge.call.deadline_skips: 0
+	// hedge.call.panics: 0
+	// hedge.breaker.opens: 0
 }
 
 // stuck marks the calls whose primary never answers in ExampleNew.
@@ -93,6 +108,7 @@ func ExampleWithDelay() {
 	}
 	// Output:
 	// hedge.delay{hedge.key="GET /users/{id}"}: 0.08s
+	// hedge.delay.ceiling{hedge.key="GET /users/{id}"}: 10s
 }
 
 // A Transport hedges with its Observer, and otelhttp makes a span for
@@ -105,6 +121,49 @@ func ExampleAttemptTransport() {
 	client := &http.Client{Transport: &hedgehttp.Transport{
 		Observer: obs,
 		Base:     otelhttp.NewTransport(&hedgeotel.AttemptTransport{}),
+	}}
+	_ = client
+}
+
+// WithDelays reports the delay that a Keyed has learned for each route,
+// under the route's key.
+func ExampleWithDelays() {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	routes := &hedge.Keyed{
+		Key: hedgehttp.Route,
+		New: func(string) hedge.Delay { return &hedge.Percentile{Initial: 40 * time.Millisecond} },
+	}
+	obs, err := hedgeotel.New(hedgeotel.WithMeterProvider(mp), hedgeotel.WithKey(hedgehttp.Route),
+		hedgeotel.WithDelays(routes))
+	if err != nil {
+		panic(err)
+	}
+	client := &http.Client{Transport: &hedgehttp.Transport{Delay: routes, Observer: obs}}
+	_ = client
+	routes.Next(context.Background(), 1) // a call of the route "": the Keyed makes its delay
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		panic(err)
+	}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if g, ok := m.Data.(metricdata.Gauge[float64]); ok {
+			fmt.Printf("%s: %vs\n", m.Name, g.DataPoints[0].Value)
+		}
+	}
+	// Unordered output:
+	// hedge.delay: 0.04s
+	// hedge.delay.ceiling: 10s
+}
+
+// AttemptMeterProvider gives otelhttp (or otelgrpc) a MeterProvider under
+// which the attempts that lost the race are not counted as errors.
+func ExampleAttemptMeterProvider() {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	client := &http.Client{Transport: &hedgehttp.Transport{
+		Base: otelhttp.NewTransport(&hedgeotel.AttemptTransport{},
+			otelhttp.WithMeterProvider(hedgeotel.AttemptMeterProvider(mp))),
 	}}
 	_ = client
 }

@@ -8,13 +8,22 @@ import (
 	"github.com/tailcut/hedge"
 )
 
-// attemptAttrs[k] is the hedge.attempt attribute of attempt k, made once
-// so that setting it allocates no variadic slice.
-var attemptAttrs = func() (a [hedge.MaxAttemptsLimit][]attribute.KeyValue) {
+// resendCountAttr is the HTTP semantic conventions' count of the times a
+// request was sent before this one, set on attempts after the first.
+const resendCountAttr = attribute.Key("http.request.resend_count")
+
+// attemptAttrs[k] is the hedge.attempt attribute of attempt k, and
+// httpAttemptAttrs[k] the same with http.request.resend_count from k = 1,
+// made once so that setting them allocates no variadic slice.
+var attemptAttrs, httpAttemptAttrs = func() (a, h [hedge.MaxAttemptsLimit][]attribute.KeyValue) {
 	for k := range a {
 		a[k] = []attribute.KeyValue{AttemptAttr.Int(k)}
+		h[k] = a[k]
+		if k > 0 {
+			h[k] = []attribute.KeyValue{AttemptAttr.Int(k), resendCountAttr.Int(k)}
+		}
 	}
-	return a
+	return a, h
 }()
 
 var supersededAttrs = []attribute.KeyValue{SupersededAttr.Bool(true)}
@@ -24,10 +33,14 @@ var supersededAttrs = []attribute.KeyValue{SupersededAttr.Bool(true)}
 // and hedgeotelgrpc.StatsHandler call it; other instrumentation can too.
 // Like the span's own methods, it may be called concurrently.
 func MarkAttempt(span trace.Span, k int) {
-	if k < 0 || k >= len(attemptAttrs) || !attemptSpan(span) {
+	markAttempt(span, k, &attemptAttrs)
+}
+
+func markAttempt(span trace.Span, k int, attrs *[hedge.MaxAttemptsLimit][]attribute.KeyValue) {
+	if k < 0 || k >= len(attrs) || !attemptSpan(span) {
 		return
 	}
-	span.SetAttributes(attemptAttrs[k]...)
+	span.SetAttributes(attrs[k]...)
 }
 
 // MarkSuperseded marks span as the span of an attempt that lost the

@@ -13,13 +13,17 @@ import (
 
 // AttemptTransport marks the span that an instrumented transport (such
 // as otelhttp's) makes for each attempt of a hedged request: it adds
-// hedge.attempt, and on an attempt that lost the race, hedge.superseded
-// and status Ok in place of the Error that the cancellation would set.
-// It must sit inside that transport, which hands it the request with the
-// attempt's span in its context:
+// hedge.attempt, and http.request.resend_count on the attempts after the
+// first as the HTTP semantic conventions ask, and on an attempt that lost
+// the race, hedge.superseded and status Ok in place of the Error that the
+// cancellation would set. It must sit inside that transport, which hands
+// it the request with the attempt's span in its context; give that
+// transport the MeterProvider of AttemptMeterProvider, so that its
+// metrics do not count a loser as an error either:
 //
 //	client := &http.Client{Transport: &hedgehttp.Transport{
-//		Base: otelhttp.NewTransport(&hedgeotel.AttemptTransport{}),
+//		Base: otelhttp.NewTransport(&hedgeotel.AttemptTransport{},
+//			otelhttp.WithMeterProvider(hedgeotel.AttemptMeterProvider(mp))),
 //	}}
 //
 // Outside it, it would find the caller's span; it marks only client
@@ -54,7 +58,7 @@ func (t *AttemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return base.RoundTrip(req)
 	}
 	if k := hedge.Attempt(ctx); k > 0 || hedgehttp.Route(ctx) != "" {
-		MarkAttempt(span, k)
+		markAttempt(span, k, &httpAttemptAttrs)
 	}
 	resp, err := base.RoundTrip(req)
 	if err != nil && (hedgehttp.Superseded(ctx) || causeSuperseded(ctx)) {

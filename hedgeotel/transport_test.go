@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,7 +35,7 @@ type spans struct {
 }
 
 func newSpans(t *testing.T) *spans {
-	s := &spans{SpanRecorder: tracetest.NewSpanRecorder(), ended: make(chan struct{}, 16)}
+	s := &spans{SpanRecorder: tracetest.NewSpanRecorder(), ended: make(chan struct{}, 64)}
 	s.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(s))
 	t.Cleanup(func() { s.tp.Shutdown(context.Background()) })
 	return s
@@ -63,6 +65,7 @@ func (s *spans) await(t *testing.T, n int) []sdktrace.ReadOnlySpan {
 type spanSummary struct {
 	Name       string
 	Attempt    string // hedge.attempt, "" when absent
+	Resend     string // http.request.resend_count, "" when absent
 	Superseded string // hedge.superseded, "" when absent
 	Status     codes.Code
 }
@@ -77,6 +80,8 @@ func summarize(list []sdktrace.ReadOnlySpan) map[string]spanSummary {
 				sum.Attempt = kv.Value.String()
 			case hedgeotel.SupersededAttr:
 				sum.Superseded = kv.Value.String()
+			case "http.request.resend_count":
+				sum.Resend = kv.Value.String()
 			}
 		}
 		got[sum.Name+"#"+sum.Attempt] = sum
@@ -128,7 +133,8 @@ func get(t *testing.T, ctx context.Context, url string) *http.Request {
 }
 
 // Over real connections and the real otelhttp, each attempt's span
-// carries hedge.attempt; the loser's says hedge.superseded and is not an
+// carries hedge.attempt, and the attempts after the first
+// http.request.resend_count; the loser's says hedge.superseded and is not an
 // error, the winner's is left as otelhttp made it, and attempts that the
 // caller cut off stay errors.
 func TestAttemptTransportMarksSpans(t *testing.T) {
@@ -153,7 +159,7 @@ func TestAttemptTransportMarksSpans(t *testing.T) {
 			resp.Body.Close()
 			want := map[string]spanSummary{
 				"HTTP GET#0": {Name: "HTTP GET", Attempt: "0", Superseded: "true", Status: codes.Ok},
-				"HTTP GET#1": {Name: "HTTP GET", Attempt: "1", Status: codes.Unset},
+				"HTTP GET#1": {Name: "HTTP GET", Attempt: "1", Resend: "1", Status: codes.Unset},
 			}
 			if diff := cmp.Diff(want, summarize(sp.await(t, 2))); diff != "" {
 				t.Errorf("spans (-want +got)\n%s", diff)
@@ -185,7 +191,7 @@ func TestAttemptTransportMarksSpans(t *testing.T) {
 			}
 			want := map[string]spanSummary{
 				"HTTP GET#0": {Name: "HTTP GET", Attempt: "0", Status: codes.Error},
-				"HTTP GET#1": {Name: "HTTP GET", Attempt: "1", Status: codes.Error},
+				"HTTP GET#1": {Name: "HTTP GET", Attempt: "1", Resend: "1", Status: codes.Error},
 			}
 			if diff := cmp.Diff(want, summarize(sp.await(t, 2))); diff != "" {
 				t.Errorf("spans (-want +got)\n%s", diff)
@@ -256,9 +262,28 @@ func TestAttemptTransportInDo(t *testing.T) {
 	}
 	want := map[string]spanSummary{
 		"HTTP GET#":  {Name: "HTTP GET", Superseded: "true", Status: codes.Ok}, // the primary: no hedge.attempt
-		"HTTP GET#1": {Name: "HTTP GET", Attempt: "1", Status: codes.Unset},
+		"HTTP GET#1": {Name: "HTTP GET", Attempt: "1", Resend: "1", Status: codes.Unset},
 	}
 	if diff := cmp.Diff(want, summarize(sp.await(t, 2))); diff != "" {
 		t.Errorf("spans (-want +got)\n%s", diff)
+	}
+}
+
+// A Transport past its MaxRoutes counts the requests of new hosts under
+// the route the Observer calls OverflowKey: the two spell it alike.
+func TestOverflowKeyIsHedgehttps(t *testing.T) {
+	tr := &hedgehttp.Transport{MaxRoutes: 1}
+	for range 2 {
+		url, _ := server(t, false, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+		resp, err := tr.RoundTrip(get(t, t.Context(), url))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	tr.CloseIdleConnections()
+	if _, ok := tr.Stats()[hedgeotel.OverflowKey]; !ok {
+		t.Errorf("routes %v, want one named %q", slices.Sorted(maps.Keys(tr.Stats())), hedgeotel.OverflowKey)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
 	"github.com/tailcut/hedge/hedgeotel"
+	"github.com/tailcut/hedge/internal/chart"
 )
 
 // loadConfig is what the -load sweep runs on top of config.
@@ -91,6 +92,8 @@ func runLoad(ctx context.Context, cfg config, out, status io.Writer) error {
 		return errors.New("-timeout must be above 0")
 	case cfg.profile.slowFrac < 0 || cfg.profile.slowFrac > 1:
 		return errors.New("-slowfrac must be between 0 and 1")
+	case cfg.plot != "" && chart.CheckPath(cfg.plot) != nil:
+		return fmt.Errorf("-plot %w", chart.CheckPath(cfg.plot))
 	}
 	for _, rho := range lc.rhos {
 		if !(rho > 0 && rho <= 10) {
@@ -104,6 +107,8 @@ func runLoad(ctx context.Context, cfg config, out, status io.Writer) error {
 	delay := scaleDuration(cfg.delay, lc.scale)
 	timeout := scaleDuration(cfg.timeout, lc.scale)
 	policies := loadPolicies(delay)
+	probe := startLatenessProbe()
+	defer probe.end()
 	var rows []loadRow
 	for _, rho := range lc.rhos {
 		for _, pol := range policies {
@@ -121,7 +126,13 @@ func runLoad(ctx context.Context, cfg config, out, status io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "%s\n\n", loadTitle(cfg, p))
-	return printLoadTable(out, lc.shed, rows)
+	if err := printLoadTable(out, lc.shed, rows); err != nil {
+		return err
+	}
+	if err := warnIfBusy(out, probe, delay); err != nil {
+		return err
+	}
+	return plotLoadTo(cfg.plot, fmt.Sprintf("%d workers, %s calls a point", lc.workers, thousands(cfg.calls)), rows)
 }
 
 // loadTitle says what the sweep ran, in three lines: the server, its

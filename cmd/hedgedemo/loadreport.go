@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -66,15 +67,15 @@ func summarizeLoad(name string, rho float64, calls []callTally) loadRow {
 	return r
 }
 
-// printLoadTable writes rows as a table, a blank line between loads, and
-// then the failures. The column of hedges shed is there if withShed is
-// set.
+// printLoadTable writes rows as a table, a blank line between loads,
+// failed calls counted in the last column, and then each failing row's
+// first error. The column of hedges shed is there if withShed is set.
 func printLoadTable(w io.Writer, withShed bool, rows []loadRow) error {
 	header := []string{"", "ρ", "p50", "p99", "attempts/call", "hedge rate", "win rate"}
 	if withShed {
 		header = append(header, "hedges shed")
 	}
-	header = append(header, "delay")
+	header = append(header, "delay", "failed")
 	cells := [][]string{header}
 	for _, r := range rows {
 		win, delay := "-", "-" // no hedges, nothing to win; no delay
@@ -89,7 +90,7 @@ func printLoadTable(w io.Writer, withShed bool, rows []loadRow) error {
 		if withShed {
 			line = append(line, percent(r.shed))
 		}
-		cells = append(cells, append(line, delay))
+		cells = append(cells, append(line, delay, strconv.Itoa(r.failed)))
 	}
 	widths := make([]int, len(header))
 	for _, line := range cells {

@@ -3,7 +3,7 @@
 // slow, calls it many times without hedging and then with hedging, and
 // prints the latency percentiles and the extra load each way cost.
 //
-//	go run ./cmd/hedgedemo [-calls 1000] [-concurrency 50] [-delay 50ms]
+//	go run ./cmd/hedgedemo [-calls 1000] [-concurrency 50] [-delay 50ms] [-plot tail.png]
 //
 // With -load, the server has a fixed pool of workers and a FIFO queue in
 // front of them, so that a hedge costs the server what it would cost a
@@ -15,6 +15,12 @@
 // hedgehttp.Shedder in front of the pool.
 //
 //	go run ./cmd/hedgedemo -load [-workers 16] [-scale 0.2] [-shed] [-stopwork]
+//
+// Progress goes to standard error, as a bar on a terminal and as plain
+// lines in a log. A probe measures how late timers fire while the demo
+// runs, and the demo warns when that was late enough to spoil its
+// figures. -plot draws the latency of each policy by percentile, or with
+// -load its p99 against the load, as a PNG or an SVG.
 //
 // With -metrics, hedgeotel records every call of every row, keyed by the
 // row's name, and /metrics on that address serves them in the
@@ -33,11 +39,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/chart"
 )
 
 type config struct {
@@ -48,35 +56,26 @@ type config struct {
 	sweep              bool // run the -load sweep instead
 	load               loadConfig
 	metrics            *metrics // nil: no -metrics
+	plot               string   // the picture's file, for -plot; "": none
 }
 
 func main() {
-	cfg := config{profile: profile{
-		fast:     span{20 * time.Millisecond, 40 * time.Millisecond},
-		slow:     span{400 * time.Millisecond, 600 * time.Millisecond},
-		slowFrac: 0.1,
-	}}
-	flag.IntVar(&cfg.calls, "calls", 1000, "calls to make in each run")
-	flag.IntVar(&cfg.concurrency, "concurrency", 50, "calls in flight at once (without -load, whose calls arrive on a clock)")
-	flag.DurationVar(&cfg.delay, "delay", 50*time.Millisecond, "how long a call runs before it is hedged")
-	flag.DurationVar(&cfg.timeout, "timeout", 2*time.Second, "deadline of each call, hedges included")
-	flag.Var(&cfg.profile.fast, "fast", "latency range of a fast reply")
-	flag.Var(&cfg.profile.slow, "slow", "latency range of a slow reply")
-	flag.Float64Var(&cfg.profile.slowFrac, "slowfrac", cfg.profile.slowFrac, "fraction of replies that are slow")
-	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the server's latency draws")
-	cfg.load.rhos = defaultRhos
-	flag.BoolVar(&cfg.sweep, "load", false, "sweep the offered load on a server with a worker pool, instead of comparing policies at a fixed concurrency")
-	flag.IntVar(&cfg.load.warmup, "warmup", 1000, "with -load: calls before the -calls measured at each load and policy")
-	flag.IntVar(&cfg.load.workers, "workers", 16, "with -load: the server's workers")
-	flag.Float64Var(&cfg.load.scale, "scale", 0.2, "with -load: service times, -delay and -timeout, scaled by this factor so that the sweep takes about a minute")
-	flag.BoolVar(&cfg.load.stopWork, "stopwork", false, "with -load: a request whose client has gone stops its running work at once; by default it runs to the end on its worker, as a query a server cannot interrupt does")
-	flag.BoolVar(&cfg.load.shed, "shed", false, "with -load: hedgehttp.Shedder in front of the server sheds hedges while every worker is busy")
-	metricsAddr := flag.String("metrics", "", "serve the calls' metrics in the Prometheus text format at /metrics on this address (:9464, say), until interrupted")
-	flag.Parse()
+	var (
+		cfg         config
+		metricsAddr string
+	)
+	flags := newFlags(&cfg, &metricsAddr, flag.ExitOnError)
+	flags.Parse(os.Args[1:]) // ExitOnError: it returns no error
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := runMain(ctx, cfg, *metricsAddr); err != nil {
+	var err error
+	if flags.NArg() > 0 {
+		err = fmt.Errorf("unexpected argument %q: hedgedemo takes flags only (-h lists them)", flags.Arg(0))
+	} else {
+		err = runMain(ctx, cfg, metricsAddr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "hedgedemo:", err)
 		os.Exit(1)
 	}
@@ -115,6 +114,8 @@ func run(ctx context.Context, cfg config, out, status io.Writer) (err error) {
 		return errors.New("-calls and -concurrency must be at least 1")
 	case cfg.profile.slowFrac < 0 || cfg.profile.slowFrac > 1:
 		return errors.New("-slowfrac must be between 0 and 1")
+	case cfg.plot != "" && chart.CheckPath(cfg.plot) != nil:
+		return fmt.Errorf("-plot %w", chart.CheckPath(cfg.plot))
 	}
 	srv, err := startServer(cfg.profile, cfg.seed)
 	if err != nil {
@@ -125,29 +126,10 @@ func run(ctx context.Context, cfg config, out, status io.Writer) (err error) {
 	defer transport.CloseIdleConnections()
 	client := &http.Client{Transport: transport}
 
-	planner := &hedge.Planner{Load: 0.15, Window: max(cfg.calls/2, 2)}
-	runs := []struct {
-		name, progress string
-		policy         hedge.Policy[*http.Response]
-		learns         bool // measured after a warm-up run of as many calls
-	}{
-		{"no hedging", "no hedging", newPolicy(1, hedge.Fixed(cfg.delay), cfg.timeout), false},
-		{"1 hedge after " + cfg.delay.String(), "one hedge", newPolicy(2, hedge.Fixed(cfg.delay), cfg.timeout), false},
-		// With 10% slow replies, 1% of calls draw a slow primary and a
-		// slow hedge: that is the p99 itself, so one hedge leaves p99 on a
-		// knife edge. A second hedge takes it off.
-		{"2 hedges, every " + cfg.delay.String(), "two hedges", newPolicy(3, hedge.Fixed(cfg.delay), cfg.timeout), false},
-		// The learned delays start cold, and under concurrency the first
-		// answers are the fast ones: the slow calls are still in flight.
-		// They are measured once they have seen the upstream.
-		{"Percentile{Quantile: 0.9}", "percentile", newPolicy(3, &hedge.Percentile{Quantile: 0.9}, cfg.timeout), true},
-		{"Planner{Load: 0.15}", "planner", newPolicy(3, planner, cfg.timeout), true},
-		// As a production client should run it: with the README's
-		// budget, which refuses nothing while the upstream is healthy.
-		{"Planner{0.15}, budgeted", "planner, budgeted", budgeted(newPolicy(3, &hedge.Planner{Load: 0.15, Window: max(cfg.calls/2, 2)}, cfg.timeout)), true},
-	}
+	probe := startLatenessProbe()
+	defer probe.end()
 	var rows []row
-	for _, r := range runs {
+	for _, r := range demoPolicies(cfg) {
 		obs, err := cfg.metrics.observer(r.name, r.policy.Delay)
 		if err != nil {
 			return err
@@ -159,11 +141,7 @@ func run(ctx context.Context, cfg config, out, status io.Writer) (err error) {
 			drive(ctx, client, srv.url, r.policy, cfg.calls, cfg.concurrency, newProgress(status, r.progress+" warm-up", cfg.calls))
 		}
 		got := drive(ctx, client, srv.url, r.policy, cfg.calls, cfg.concurrency, newProgress(status, r.progress, cfg.calls))
-		got.name = r.name
-		if pl, ok := r.policy.Delay.(*hedge.Planner); ok {
-			plan := pl.Plan()
-			got.name += fmt.Sprintf(": %d×%v", plan.Hedges, plan.Delay.Round(100*time.Microsecond))
-		}
+		got.name = r.rowName()
 		rows = append(rows, got)
 		if err := ctx.Err(); err != nil {
 			return err
@@ -172,8 +150,65 @@ func run(ctx context.Context, cfg config, out, status io.Writer) (err error) {
 	if err := printTable(out, rows...); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "One run of 1,000 calls a row: on a busy machine p99 moves from run to run; -seed draws other latencies.")
-	return printHistogram(out, rows[0], rows[2])
+	fmt.Fprintf(out, "One run of %s calls a row: on a busy machine p99 moves from run to run; -seed draws other latencies.\n", thousands(cfg.calls))
+	if err := printHistogram(out, rows[0], rows[2]); err != nil {
+		return err
+	}
+	if err := warnIfBusy(out, probe, cfg.delay); err != nil {
+		return err
+	}
+	return plotTailTo(cfg.plot, fmt.Sprintf("%s calls a policy, at concurrency %d", thousands(cfg.calls), cfg.concurrency), rows)
+}
+
+// demoPolicy is a row of the default run: a policy, and how it is
+// measured.
+type demoPolicy struct {
+	name, progress string
+	policy         hedge.Policy[*http.Response]
+	learns         bool // measured after a warm-up run of as many calls
+}
+
+// demoPolicies are the rows of the default run with cfg's delay, timeout
+// and number of calls, each made afresh.
+func demoPolicies(cfg config) []demoPolicy {
+	window := max(cfg.calls/2, 2)
+	return []demoPolicy{
+		{"no hedging", "no hedging", newPolicy(1, hedge.Fixed(cfg.delay), cfg.timeout), false},
+		{"1 hedge after " + cfg.delay.String(), "one hedge", newPolicy(2, hedge.Fixed(cfg.delay), cfg.timeout), false},
+		// With 10% slow replies, 1% of calls draw a slow primary and a
+		// slow hedge: that is the p99 itself, so one hedge leaves p99 on a
+		// knife edge. A second hedge takes it off.
+		{"2 hedges, every " + cfg.delay.String(), "two hedges", newPolicy(3, hedge.Fixed(cfg.delay), cfg.timeout), false},
+		// The learned delays start cold, and under concurrency the first
+		// answers are the fast ones: the slow calls are still in flight.
+		// They are measured once they have seen the upstream.
+		{"Percentile{Quantile: 0.9}", "percentile", newPolicy(3, &hedge.Percentile{Quantile: 0.9}, cfg.timeout), true},
+		{"Planner{Load: 0.15}", "planner", newPolicy(3, &hedge.Planner{Load: 0.15, Window: window}, cfg.timeout), true},
+		// As a production client should run it: with the README's
+		// budget, which refuses nothing while the upstream is healthy.
+		{"Planner{0.15}, budgeted", "planner, budgeted", budgeted(newPolicy(3, &hedge.Planner{Load: 0.15, Window: window}, cfg.timeout)), true},
+	}
+}
+
+// rowName is the name of p's row once it has run: a Planner's says the
+// plan it came to.
+func (p demoPolicy) rowName() string {
+	pl, ok := p.policy.Delay.(*hedge.Planner)
+	if !ok {
+		return p.name
+	}
+	plan := pl.Plan()
+	return p.name + fmt.Sprintf(": %d×%v", plan.Hedges, plan.Delay.Round(100*time.Microsecond))
+}
+
+// thousands writes n with a comma between each group of three digits:
+// 1,000.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // newTransport keeps enough idle connections for every attempt in flight:
@@ -296,26 +331,4 @@ func get(ctx context.Context, client *http.Client, url string, policy hedge.Poli
 	defer resp.Body.Close()
 	_, err = io.Copy(io.Discard, resp.Body)
 	return err
-}
-
-// newProgress returns a func to call after each call; it rewrites one
-// status line every tenth of the way.
-func newProgress(w io.Writer, label string, total int) func() {
-	var (
-		mu    sync.Mutex
-		done  int
-		shown int // tenths shown so far
-	)
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		done++
-		if tenths := done * 10 / total; tenths > shown {
-			shown = tenths
-			fmt.Fprintf(w, "\r%-12s %3d%%", label, tenths*10)
-			if done == total {
-				fmt.Fprintln(w)
-			}
-		}
-	}
 }

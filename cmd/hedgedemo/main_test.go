@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"github.com/tailcut/hedge"
 	"io"
 	"net/http"
@@ -150,16 +151,51 @@ func TestRun(t *testing.T) {
 	if err := run(t.Context(), cfg, &out, &status); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"p99.9", "amplification", "no hedging", "hedge after 20ms", "extra calls"} {
+	for _, want := range []string{"p99.9", "amplification", "no hedging", "hedge after 20ms", "extra calls", "One run of 50 calls a row"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	if strings.Contains(out.String(), "failed") {
+	if strings.Contains(out.String(), "calls failed") {
 		t.Errorf("calls failed:\n%s", out.String())
 	}
-	if !strings.Contains(status.String(), "100%") {
-		t.Errorf("progress never reached 100%%: %q", status.String())
+	if !strings.Contains(status.String(), "planner, budgeted: 50 calls in ") {
+		t.Errorf("progress never said the last run was done: %q", status.String())
+	}
+}
+
+// TestPrintTableCountsFailures: a run's failed calls are a column of
+// the table, whose first error follows it.
+func TestPrintTableCountsFailures(t *testing.T) {
+	lat := func(ds ...time.Duration) []time.Duration { return ds }
+	rows := []row{
+		{name: "no hedging", latencies: lat(30*ms, 40*ms, 500*ms, 2*time.Second), failures: 1,
+			firstErr: errors.New("context deadline exceeded"), stats: hedge.Snapshot{Calls: 4, Attempts: 4}},
+		{name: "1 hedge", latencies: lat(30*ms, 40*ms, 90*ms, 95*ms), stats: hedge.Snapshot{Calls: 4, Attempts: 5, Hedged: 1}},
+	}
+	var b bytes.Buffer
+	if err := printTable(&b, rows...); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	if header := strings.Fields(lines[0]); header[len(header)-1] != "failed" {
+		t.Errorf("the header's last column is %q, want failed:\n%s", header[len(header)-1], b.String())
+	}
+	for i, want := range []string{"1", "0"} {
+		if fields := strings.Fields(lines[i+1]); fields[len(fields)-1] != want {
+			t.Errorf("%s: %s failed, want %s:\n%s", rows[i].name, fields[len(fields)-1], want, b.String())
+		}
+	}
+	if want := "no hedging: 1 of 4 calls failed, first: context deadline exceeded\n"; lines[3]+"\n" != want {
+		t.Errorf("under the table: %q, want %q", lines[3], want)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 50: "50", 300: "300", 1000: "1,000", 12345: "12,345", 1234567: "1,234,567", -1000: "-1,000", -100: "-100"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
 	}
 }
 

@@ -19,12 +19,15 @@ import (
 	"github.com/tailcut/hedge/hedgeotel"
 )
 
-// metrics serves the demo's hedging metrics at /metrics in the
-// Prometheus text format, for -metrics: hedgeotel Observers record into
-// a MeterProvider whose reader is the OpenTelemetry Prometheus exporter.
-// The exporter registers with a registry of the demo's own, not the
-// global default, so that a test can serve several at once. A nil
-// *metrics serves nothing and makes no Observers.
+// metrics serves the demo's hedging metrics at /metrics, for -metrics:
+// hedgeotel Observers record into a MeterProvider whose reader is the
+// OpenTelemetry Prometheus exporter. The page is in the OpenMetrics
+// format for a scraper that asks for it, as Prometheus does, so that the
+// exemplars the SDK keeps (the trace of a call, when it has one) reach
+// it; in the Prometheus text format otherwise. The exporter registers
+// with a registry of the demo's own, not the global default, so that a
+// test can serve several at once. A nil *metrics serves nothing and makes
+// no Observers.
 type metrics struct {
 	provider *sdkmetric.MeterProvider
 	url      string // of the /metrics endpoint
@@ -47,7 +50,7 @@ func serveMetrics(addr string) (*metrics, error) {
 		return nil, errors.Join(err, provider.Shutdown(context.Background()))
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	m := &metrics{
 		provider: provider,
 		url:      "http://" + reachable(ln.Addr()) + "/metrics",
@@ -71,7 +74,7 @@ func reachable(addr net.Addr) string {
 // observer returns the Observer of one row of the table: it records
 // every call under hedge.key = key, and, when delay is a learned one
 // (hedge.Percentile, hedge.Planner), where it stands as the hedge.delay
-// gauge. It returns nil, and no error, when m is nil.
+// gauge, beside its ceiling. It returns nil, and no error, when m is nil.
 func (m *metrics) observer(key string, delay hedge.Delay) (*hedgeotel.Observer, error) {
 	if m == nil {
 		return nil, nil

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -12,6 +14,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tailcut/hedge"
 )
 
 // TestMetricsServed runs a short default demo and a short load sweep
@@ -44,12 +49,19 @@ func TestMetricsServed(t *testing.T) {
 
 	families := scrape(t, m.url)
 	for name, typ := range map[string]dto.MetricType{
-		"hedge_call_duration_seconds": dto.MetricType_HISTOGRAM,
-		"hedge_call_attempts_total":   dto.MetricType_COUNTER,
-		"hedge_call_hedges_total":     dto.MetricType_COUNTER,
-		"hedge_call_hedged_total":     dto.MetricType_COUNTER,
-		"hedge_call_wins_total":       dto.MetricType_COUNTER,
-		"hedge_delay_seconds":         dto.MetricType_GAUGE,
+		"hedge_call_duration_seconds":      dto.MetricType_HISTOGRAM,
+		"hedge_call_hedges":                dto.MetricType_HISTOGRAM,
+		"hedge_attempt_delay_seconds":      dto.MetricType_HISTOGRAM,
+		"hedge_attempt_duration_seconds":   dto.MetricType_HISTOGRAM,
+		"hedge_call_attempts_total":        dto.MetricType_COUNTER,
+		"hedge_call_hedged_total":          dto.MetricType_COUNTER,
+		"hedge_call_wins_total":            dto.MetricType_COUNTER,
+		"hedge_call_budget_refusals_total": dto.MetricType_COUNTER,
+		"hedge_call_deadline_skips_total":  dto.MetricType_COUNTER,
+		"hedge_call_panics_total":          dto.MetricType_COUNTER,
+		"hedge_breaker_opens_total":        dto.MetricType_COUNTER,
+		"hedge_delay_seconds":              dto.MetricType_GAUGE,
+		"hedge_delay_ceiling_seconds":      dto.MetricType_GAUGE,
 	} {
 		f := families[name]
 		switch {
@@ -118,19 +130,41 @@ func TestMetricsServed(t *testing.T) {
 			t.Errorf("%s: %v attempts and %v calls hedged for %d calls, want one attempt each", name, attempts[name], hedged[name], n)
 		}
 	}
+	// Every counter of every row is there, at 0 where it counted
+	// nothing: a row without a breaker has hedge_breaker_opens_total 0.
+	for _, counter := range []string{"hedge_call_hedged_total", "hedge_call_budget_refusals_total",
+		"hedge_call_deadline_skips_total", "hedge_call_panics_total", "hedge_breaker_opens_total"} {
+		got := sums(families[counter])
+		for name := range wantCalls {
+			if _, ok := got[name]; !ok {
+				t.Errorf("%s has no series for %q", counter, name)
+			}
+		}
+	}
 
 	// The learned delays, and only those, are on the gauge, in seconds:
 	// at most a Percentile's Ceiling, 10s, which it hedges at until it
-	// has seen enough calls; -1 while one sends no hedge.
+	// has seen enough calls; a Planner that plans no hedge has no point.
 	delays := sums(families["hedge_delay_seconds"])
 	wantDelays := []string{"Percentile{Quantile: 0.9}", "Planner{Load: 0.15}", "Planner{0.15}, budgeted",
 		pointName(0.5, "Percentile{Quantile: 0.9}"), pointName(0.5, "Percentile{0.9}, budgeted")}
-	if got := slices.Sorted(maps.Keys(delays)); !slices.Equal(got, slices.Sorted(slices.Values(wantDelays))) {
-		t.Errorf("hedge_delay_seconds for %q, want %q", got, wantDelays)
+	for name := range delays {
+		if !slices.Contains(wantDelays, name) {
+			t.Errorf("hedge_delay_seconds for %q, want only %q", name, wantDelays)
+		}
 	}
 	for name, d := range delays {
-		if d != -1 && !(d > 0 && d <= 10) {
+		if !(d > 0 && d <= 10) {
 			t.Errorf("hedge_delay_seconds{hedge_key=%q} is %v, want seconds", name, d)
+		}
+	}
+	ceilings := sums(families["hedge_delay_ceiling_seconds"])
+	if got := slices.Sorted(maps.Keys(ceilings)); !slices.Equal(got, slices.Sorted(slices.Values(wantDelays))) {
+		t.Errorf("hedge_delay_ceiling_seconds for %q, want %q", got, wantDelays)
+	}
+	for name, c := range ceilings {
+		if c != 10 {
+			t.Errorf("hedge_delay_ceiling_seconds{hedge_key=%q} is %v, want the default 10", name, c)
 		}
 	}
 }
@@ -204,4 +238,50 @@ func label(s *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestMetricsOpenMetrics: a scraper that asks for OpenMetrics, as
+// Prometheus does, gets it, with the exemplar that links a call's
+// duration to the trace it ran in; one that does not gets the text format.
+func TestMetricsOpenMetrics(t *testing.T) {
+	checkNoLeaks(t)
+	m, err := serveMetrics("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close()
+	obs, err := m.observer("row", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	traceID := trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
+	span := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID,
+		SpanID: trace.SpanID{0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}, TraceFlags: trace.FlagsSampled})
+	obs.Observe(trace.ContextWithSpanContext(t.Context(), span), hedge.Report{Attempts: 1, Elapsed: 3 * ms})
+
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, m.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/openmetrics-text") {
+		t.Errorf("Content-Type %q, want OpenMetrics", ct)
+	}
+	if !bytes.HasSuffix(page, []byte("# EOF\n")) {
+		t.Error("the page does not end with # EOF")
+	}
+	exemplar := fmt.Sprintf(`trace_id="%s"`, traceID)
+	if !bytes.Contains(page, []byte(exemplar)) {
+		t.Errorf("no exemplar with %s in\n%s", exemplar, page)
+	}
+	scrape(t, m.url) // the text format, to a scraper that asks for nothing
 }

@@ -47,8 +47,9 @@ type row struct {
 
 func (r row) p99() time.Duration { return percentiles(r.latencies, 0.99)[0] }
 
-// printTable writes the comparison of the runs, then a summary of the
-// run with the least p99 against the first.
+// printTable writes the comparison of the runs, failed calls counted in
+// a column and the first error of each run with any under the table,
+// then a summary of the run with the least p99 against the first.
 func printTable(w io.Writer, rows ...row) error {
 	// Numbers read best aligned right, names left: pad the names to one
 	// width so that right-aligning them changes nothing.
@@ -57,7 +58,7 @@ func printTable(w io.Writer, rows ...row) error {
 		nameWidth = max(nameWidth, len(r.name))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%*s\tp50\tp95\tp99\tp99.9\tmax\tamplification\thedge rate\twin rate\t\n", nameWidth, "")
+	fmt.Fprintf(tw, "%*s\tp50\tp95\tp99\tp99.9\tmax\tamplification\thedge rate\twin rate\tfailed\t\n", nameWidth, "")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%-*s\t", nameWidth, r.name)
 		for _, d := range percentiles(r.latencies, columns...) {
@@ -67,7 +68,7 @@ func printTable(w io.Writer, rows ...row) error {
 		if r.stats.Hedged > 0 {
 			winRate = percent(r.stats.WinRate())
 		}
-		fmt.Fprintf(tw, "%.2fx\t%s\t%s\t\n", r.stats.Amplification(), percent(r.stats.HedgeRate()), winRate)
+		fmt.Fprintf(tw, "%.2fx\t%s\t%s\t%d\t\n", r.stats.Amplification(), percent(r.stats.HedgeRate()), winRate, r.failures)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -80,6 +81,14 @@ func printTable(w io.Writer, rows ...row) error {
 	if len(rows) < 2 {
 		return nil
 	}
+	_, err := fmt.Fprintf(w, "\n%s\n", headline(rows...))
+	return err
+}
+
+// headline sums up rows, two at least: the run with the least p99
+// against the first, the table's baseline. "Percentile{Quantile: 0.9}:
+// p99 cut from 569ms to 80ms for 10.6% extra calls".
+func headline(rows ...row) string {
 	base, last := rows[0], rows[1]
 	for _, r := range rows[1:] {
 		if r.p99() < last.p99() {
@@ -91,9 +100,8 @@ func printTable(w io.Writer, rows ...row) error {
 		verb = "raised"
 	}
 	extra := last.stats.Amplification()/base.stats.Amplification() - 1
-	_, err := fmt.Fprintf(w, "\n%s: p99 %s from %v to %v for %s extra calls\n", last.name, verb,
+	return fmt.Sprintf("%s: p99 %s from %v to %v for %s extra calls", last.name, verb,
 		base.p99().Round(time.Millisecond), last.p99().Round(time.Millisecond), percent(extra))
-	return err
 }
 
 func percent(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }

@@ -64,11 +64,16 @@ func newLatencies(p profile, seed uint64) *latencies {
 func (l *latencies) draw() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.profile.fast
-	if l.rng.Float64() < l.profile.slowFrac {
-		s = l.profile.slow
+	return l.profile.draw(l.rng)
+}
+
+// draw draws one latency from p with r.
+func (p profile) draw(r *rand.Rand) time.Duration {
+	s := p.fast
+	if r.Float64() < p.slowFrac {
+		s = p.slow
 	}
-	return s.min + time.Duration(l.rng.Int64N(int64(s.max-s.min)+1))
+	return s.min + time.Duration(r.Int64N(int64(s.max-s.min)+1))
 }
 
 // server is a loopback HTTP server with a skewed latency profile.

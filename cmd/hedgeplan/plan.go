@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/chart"
 )
 
 type config struct {
@@ -20,6 +21,7 @@ type config struct {
 	csv            bool
 	column         int
 	unit           string
+	plot           string // the picture's file, for -plot; "": none
 }
 
 // rows is how many delays the table shows per hedge count, spaced
@@ -51,6 +53,11 @@ const margin = 0.8
 const neverDelay = 3 * time.Minute
 
 func run(in io.Reader, out io.Writer, cfg config) error {
+	if cfg.plot != "" {
+		if err := chart.CheckPath(cfg.plot); err != nil {
+			return fmt.Errorf("-plot %w", err)
+		}
+	}
 	lat, err := readLatencies(in, cfg.csv, cfg.column, cfg.unit)
 	if err != nil {
 		return err
@@ -59,14 +66,21 @@ func run(in io.Reader, out io.Writer, cfg config) error {
 	if err != nil {
 		return err
 	}
+	plan := planner.Replan()
 	var b bytes.Buffer
-	report(&b, lat, planner, cfg)
-	_, err = out.Write(b.Bytes())
-	return err
+	report(&b, lat, planner, plan, cfg)
+	if _, err := out.Write(b.Bytes()); err != nil {
+		return err
+	}
+	if cfg.plot == "" {
+		return nil
+	}
+	return chart.Save(plotPlan(newPicture(planner, plan, cfg), len(lat)), cfg.plot)
 }
 
-// report writes what planner, fed lat, expects of hedging.
-func report(w *bytes.Buffer, lat []time.Duration, planner *hedge.Planner, cfg config) {
+// report writes what planner, fed lat, expects of hedging, and plan, the
+// plan it recommends.
+func report(w *bytes.Buffer, lat []time.Duration, planner *hedge.Planner, plan hedge.Plan, cfg config) {
 	sorted := slices.Sorted(slices.Values(lat))
 	target := quantileName(cfg.target)
 	fmt.Fprintf(w, "%d latencies: p50 %v, p90 %v, p99 %v, p99.9 %v, max %v\n", len(lat),
@@ -81,7 +95,6 @@ func report(w *bytes.Buffer, lat []time.Duration, planner *hedge.Planner, cfg co
 			len(lat), target, need, tailSamples, target)
 	}
 
-	plan := planner.Replan()
 	single := planner.Curve(1)
 	none := single[len(single)-1].Latency // the hedge at neverDelay
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -244,6 +244,8 @@ func TestUsageExplainsTheInput(t *testing.T) {
 		"are ignored",
 		"at least 25/(1-q)",
 		"-budget",
+		"-plot file",
+		"with the plan marked",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("hedgeplan -h does not say %q:\n%s", want, out)

@@ -13,6 +13,7 @@ hedgeplan reads observed latencies of one kind of call from file, or from
 standard input, and prints what hedging would do for them: for each number
 of hedges, at delays from their p50 to their p99, the target quantile, extra
 load, hedge rate and win rate; then the plan it recommends for -budget, as Go.
+-plot draws the same trade-off as a picture, with the plan marked.
 
 Input: one latency per line, with its unit: 31ms, 0.2s, 850µs (or 850us),
 1m2.5s. A bare number such as 31 needs -unit. Blank lines and lines starting
@@ -38,6 +39,7 @@ func newFlags(cfg *config, handling flag.ErrorHandling) *flag.FlagSet {
 	fs.BoolVar(&cfg.csv, "csv", false, "read CSV records instead of one latency per line")
 	fs.IntVar(&cfg.column, "column", 1, "with -csv: the field that holds the latency, from 1")
 	fs.StringVar(&cfg.unit, "unit", "", "unit of bare numbers (ns, us, ms, s); without it a number needs its unit")
+	fs.StringVar(&cfg.plot, "plot", "", "also draw the target quantile against extra load for each number of hedges, with the plan marked, into this `file`: .png or .svg")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()

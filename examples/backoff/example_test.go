@@ -12,13 +12,46 @@ import (
 
 var errDown = errors.New("upstream down")
 
-// retry runs op under backoff.Retry on budget, as hedge.Do draws on it:
-// hedge.Tries does the bookkeeping, and marks the end of the loop, when
-// the budget refuses a retry, with backoff.Permanent.
-func retry(ctx context.Context, budget hedge.Budget, op func() error) (tries int, err error) {
-	try := hedge.Tries(ctx, budget, func() (struct{}, error) { tries++; return struct{}{}, op() }, backoff.Permanent)
-	_, err = backoff.Retry(ctx, try, backoff.WithBackOff(&backoff.ConstantBackOff{})) // no wait: the example runs at once
-	return tries, err
+// replicas serve a profile, except those that are down.
+type replicas struct {
+	names []string
+	down  map[string]bool
+	sent  []string // the replica of every request, in order
+}
+
+// fetch sends the attempt to its own replica: hedges, and a retry loop's
+// tries, each go to the next one.
+func (r *replicas) fetch(ctx context.Context) (string, error) {
+	name := r.names[hedge.Attempt(ctx)%len(r.names)]
+	r.sent = append(r.sent, name)
+	if r.down[name] {
+		return "", errDown
+	}
+	return "profile from " + name, nil
+}
+
+// backoff.Retry around hedge.Do, on one budget: hedge.Tries makes each try
+// one request and its hedges, counted once, and sends each try to the next
+// replica. A real loop waits with backoff.NewExponentialBackOff(); this one
+// retries at once, to keep the example instant.
+func Example() {
+	ctx := context.Background()
+	budget, err := hedge.NewTokenBucket(10, 0.1)
+	if err != nil {
+		panic(err)
+	}
+	policy := hedge.Policy[string]{Budget: budget}
+	up := &replicas{names: []string{"a", "b", "c"}, down: map[string]bool{"a": true}}
+
+	v, err := backoff.Retry(ctx, hedge.Tries(ctx, budget, func(ctx context.Context) (string, error) {
+		return hedge.Do(ctx, policy, up.fetch)
+	}, backoff.Permanent), backoff.WithBackOff(&backoff.ZeroBackOff{}))
+
+	fmt.Println(v, err)
+	fmt.Println("requests:", up.sent, "tokens:", budget.Tokens())
+	// Output:
+	// profile from b <nil>
+	// requests: [a b] tokens: 9.1
 }
 
 type observer func(hedge.Report)
@@ -29,9 +62,9 @@ func (f observer) Observe(_ context.Context, r hedge.Report) { f(r) }
 // and hedges together stay within one bound: failures of either drain it,
 // successes of either refill it, and while half of it or less is left,
 // neither adds load to a struggling upstream.
-func Example() {
+func Example_sharedBucket() {
 	ctx := context.Background()
-	budget, err := hedge.NewTokenBucket(6, 1) // hedges and retries stop at 3 tokens or less
+	budget, err := hedge.NewTokenBucket(6, 1)
 	if err != nil {
 		panic(err)
 	}
@@ -41,12 +74,17 @@ func Example() {
 		Budget:   budget,
 		Observer: observer(func(r hedge.Report) { report = r }),
 	}
-	down := func() error { return errDown }
-	healthy := func() error { return nil }
+	up := &replicas{names: []string{"a", "b", "c"}, down: map[string]bool{"a": true, "b": true, "c": true}}
+	retry := func() (string, error) {
+		up.sent = nil
+		return backoff.Retry(ctx, hedge.Tries(ctx, budget, func(ctx context.Context) (string, error) {
+			return hedge.Do(ctx, hedge.Policy[string]{Budget: budget}, up.fetch)
+		}, backoff.Permanent), backoff.WithBackOff(&backoff.ZeroBackOff{}))
+	}
 
 	// The upstream is down: the retry loop spends half of the bucket...
-	tries, err := retry(ctx, budget, down)
-	fmt.Printf("retry loop: %d tries: %v; tokens %.1f\n", tries, err, budget.Tokens())
+	_, err = retry()
+	fmt.Printf("retry loop: %v: %v; tokens %.1f\n", up.sent, err, budget.Tokens())
 
 	// ...so hedge.Do may not hedge either.
 	_, err = hedge.Do(ctx, policy, func(context.Context) (string, error) { return "", errDown })
@@ -54,10 +92,11 @@ func Example() {
 		report.Attempts, report.BudgetRefusals > 0, err, budget.Tokens())
 
 	// The upstream recovers: the retry loop's successes refill the bucket...
+	up.down = nil
 	for range 3 {
-		tries, err = retry(ctx, budget, healthy)
+		_, err = retry()
 	}
-	fmt.Printf("retry loop: %d try: %v; tokens %.1f\n", tries, err, budget.Tokens())
+	fmt.Printf("retry loop: %v: %v; tokens %.1f\n", up.sent, err, budget.Tokens())
 
 	// ...and hedge.Do may hedge again around a replica that hangs.
 	v, err := hedge.Do(ctx, policy, func(ctx context.Context) (string, error) {
@@ -71,8 +110,8 @@ func Example() {
 		report.Attempts, report.Winner, v, err, budget.Tokens())
 
 	// Output:
-	// retry loop: 3 tries: hedge: retry refused by the budget (retry 3): upstream down; tokens 3.0
+	// retry loop: [a b c]: hedge: retry refused by the budget (retry 3): upstream down; tokens 3.0
 	// hedge.Do:   1 attempt, hedge refused true: upstream down; tokens 2.0
-	// retry loop: 1 try: <nil>; tokens 5.0
+	// retry loop: [a]: <nil>; tokens 5.0
 	// hedge.Do:   2 attempts, won by attempt 1: profile <nil>; tokens 6.0
 }

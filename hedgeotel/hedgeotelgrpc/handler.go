@@ -1,9 +1,12 @@
 // Package hedgeotelgrpc marks the spans that a gRPC stats handler, such
 // as otelgrpc's, makes for each attempt of a call that
 // github.com/tailcut/hedge/hedgegrpc hedges: hedge.attempt on every
-// attempt's span, and on the attempts that lost the race
+// attempt's span, with gRFC A72's previous-rpc-attempts (the attempts
+// that started before it), and on the attempts that lost the race
 // hedge.superseded=true with status Ok in place of the Error that their
-// cancellation would set.
+// cancellation would set. Give otelgrpc's handler the MeterProvider of
+// hedgeotel.AttemptMeterProvider, so that its metrics do not count a
+// loser as an error either.
 //
 //	conn, err := grpc.NewClient(target, append(in.DialOptions(target), creds,
 //		grpc.WithStatsHandler(hedgeotelgrpc.StatsHandler(otelgrpc.NewClientHandler())))...)
@@ -19,6 +22,7 @@ import (
 	"context"
 	"errors"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/stats"
 
@@ -29,10 +33,11 @@ import (
 
 // StatsHandler returns a client stats.Handler that passes everything to h
 // and marks the spans h puts in each RPC's context as a hedged call's
-// attempts: hedge.attempt once h has tagged the RPC, and, on an RPC that
-// ended with an error because the call chose another attempt's answer
-// (its context's cause is hedge.ErrSuperseded), hedge.superseded and
-// status Ok, before h sets the status and ends the span. Only the spans h
+// attempts: hedge.attempt and previous-rpc-attempts once h has tagged the
+// RPC, and, on an RPC that ended with an error because the call chose
+// another attempt's answer (its context's cause is hedge.ErrSuperseded),
+// hedge.superseded and status Ok, before h sets the status and ends the
+// span. Only the spans h
 // starts are marked, and only for RPCs that hedgegrpc hedges (or that are
 // hedges of a hedge.Do of your own). Install it as the channel's stats
 // handler in place of h. It is safe for concurrent use if h is.
@@ -49,6 +54,9 @@ func (h *handler) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Co
 	}
 	if k := hedge.Attempt(ctx); k > 0 || hedgegrpc.Method(ctx) != "" {
 		hedgeotel.MarkAttempt(span, k)
+		if k < len(previousAttempts) && span.IsRecording() {
+			span.SetAttributes(previousAttempts[k]...)
+		}
 	}
 	return ctx
 }
@@ -60,3 +68,13 @@ func (h *handler) HandleRPC(ctx context.Context, rs stats.RPCStats) {
 	}
 	h.Handler.HandleRPC(ctx, rs)
 }
+
+// previousAttempts[k] is gRFC A72's attribute of an attempt span, the
+// count of the attempts before attempt k, made once so that setting it
+// allocates no variadic slice.
+var previousAttempts = func() (a [hedge.MaxAttemptsLimit][]attribute.KeyValue) {
+	for k := range a {
+		a[k] = []attribute.KeyValue{attribute.Int("previous-rpc-attempts", k)}
+	}
+	return a
+}()

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/tailcut/hedge/hedgegrpc"
@@ -69,7 +70,23 @@ type env struct {
 	srv    *health
 	spans  *tracetest.SpanRecorder
 	ended  chan struct{}
+	rpcs   chan struct{} // an RPC's End has been handled, its metrics recorded
 	reader *sdkmetric.ManualReader
+}
+
+// ends passes everything to its Handler and then says on ended that an
+// RPC's End has been handled: otelgrpc records an attempt's metrics after
+// it ends its span.
+type ends struct {
+	stats.Handler
+	ended chan struct{}
+}
+
+func (e ends) HandleRPC(ctx context.Context, rs stats.RPCStats) {
+	e.Handler.HandleRPC(ctx, rs)
+	if _, ok := rs.(*stats.End); ok {
+		e.ended <- struct{}{}
+	}
 }
 
 type recorder struct {
@@ -87,6 +104,7 @@ func newEnv(t *testing.T, hang bool) *env {
 		srv:    &health{hang: hang, arrived: make(chan struct{}, 4), primaryIn: make(chan struct{}, 4)},
 		spans:  tracetest.NewSpanRecorder(),
 		ended:  make(chan struct{}, 8),
+		rpcs:   make(chan struct{}, 8),
 		reader: sdkmetric.NewManualReader(),
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder{e.spans, e.ended}))
@@ -116,7 +134,8 @@ func newEnv(t *testing.T, hang bool) *env {
 	target := lis.Addr().String()
 	conn, err := grpc.NewClient(target, append(in.DialOptions(target),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(hedgeotelgrpc.StatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp)))))...)
+		grpc.WithStatsHandler(ends{hedgeotelgrpc.StatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp),
+			otelgrpc.WithMeterProvider(hedgeotel.AttemptMeterProvider(mp)))), e.rpcs}))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +154,7 @@ func newEnv(t *testing.T, hang bool) *env {
 type spanSummary struct {
 	Name       string
 	Attempt    string // hedge.attempt, "" when absent
+	Previous   string // previous-rpc-attempts, "" when absent
 	Superseded string // hedge.superseded, "" when absent
 	Status     codes.Code
 }
@@ -159,6 +179,8 @@ func (e *env) await(t *testing.T, n int) map[string]spanSummary {
 				sum.Attempt = kv.Value.String()
 			case hedgeotel.SupersededAttr:
 				sum.Superseded = kv.Value.String()
+			case "previous-rpc-attempts":
+				sum.Previous = kv.Value.String()
 			}
 		}
 		got[sum.Name+"#"+sum.Attempt] = sum
@@ -167,31 +189,55 @@ func (e *env) await(t *testing.T, n int) map[string]spanSummary {
 }
 
 // Over a real connection and the real otelgrpc, each attempt's span
-// carries hedge.attempt; the loser's says hedge.superseded and is not an
-// error; and the Observer counts the call under its method, won by the
-// hedge.
+// carries hedge.attempt and gRFC A72's previous-rpc-attempts; the loser's
+// says hedge.superseded and is not an error, nor is its measurement in
+// otelgrpc's metrics; and the Observer counts the call under its method,
+// won by the hedge.
 func TestHedgeWins(t *testing.T) {
 	e := newEnv(t, false)
 	if _, err := e.client.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]spanSummary{
-		"grpc.health.v1.Health/Check#0": {Name: "grpc.health.v1.Health/Check", Attempt: "0", Superseded: "true", Status: codes.Ok},
-		"grpc.health.v1.Health/Check#1": {Name: "grpc.health.v1.Health/Check", Attempt: "1", Status: codes.Unset},
+		"grpc.health.v1.Health/Check#0": {Name: "grpc.health.v1.Health/Check", Attempt: "0", Previous: "0", Superseded: "true", Status: codes.Ok},
+		"grpc.health.v1.Health/Check#1": {Name: "grpc.health.v1.Health/Check", Attempt: "1", Previous: "1", Status: codes.Unset},
 	}
 	if diff := cmp.Diff(want, e.await(t, 2)); diff != "" {
 		t.Errorf("spans (-want +got)\n%s", diff)
 	}
 
+	<-e.rpcs
+	<-e.rpcs
 	var rm metricdata.ResourceMetrics
 	if err := e.reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}
+	var attempts, errs, superseded uint64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "rpc.client.call.duration" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+				attempts += dp.Count
+				if _, ok := dp.Attributes.Value("error.type"); ok {
+					errs += dp.Count
+				}
+				if v, ok := dp.Attributes.Value(hedgeotel.SupersededAttr); ok && v.AsBool() {
+					superseded += dp.Count
+				}
+			}
+		}
+	}
+	if attempts != 2 || errs != 0 || superseded != 1 {
+		t.Errorf("rpc.client.call.duration: %d attempts, %d errors, %d superseded; want 2, 0 and 1", attempts, errs, superseded)
+	}
 	wins := metricdata.Metrics{Name: "hedge.call.wins", Unit: "{call}",
 		Description: "Calls that returned an accepted answer, by the attempt that gave it (hedge.winner, 0 for the primary).",
-		Data: metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true, DataPoints: []metricdata.DataPoint[int64]{{
-			Attributes: attribute.NewSet(hedgeotel.KeyAttr.String(check), hedgeotel.WinnerAttr.Int(1)), Value: 1,
-		}}}}
+		Data: metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true, DataPoints: []metricdata.DataPoint[int64]{
+			{Attributes: attribute.NewSet(hedgeotel.KeyAttr.String(check), hedgeotel.WinnerAttr.Int(0)), Value: 0},
+			{Attributes: attribute.NewSet(hedgeotel.KeyAttr.String(check), hedgeotel.WinnerAttr.Int(1)), Value: 1},
+		}}}
 	var found bool
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
@@ -230,8 +276,8 @@ func TestCallerCancelsAndStreams(t *testing.T) {
 		t.Errorf("Watch: %v, want Unimplemented", err)
 	}
 	want := map[string]spanSummary{
-		"grpc.health.v1.Health/Check#0": {Name: "grpc.health.v1.Health/Check", Attempt: "0", Status: codes.Error},
-		"grpc.health.v1.Health/Check#1": {Name: "grpc.health.v1.Health/Check", Attempt: "1", Status: codes.Error},
+		"grpc.health.v1.Health/Check#0": {Name: "grpc.health.v1.Health/Check", Attempt: "0", Previous: "0", Status: codes.Error},
+		"grpc.health.v1.Health/Check#1": {Name: "grpc.health.v1.Health/Check", Attempt: "1", Previous: "1", Status: codes.Error},
 		"grpc.health.v1.Health/Watch#":  {Name: "grpc.health.v1.Health/Watch", Status: codes.Error},
 	}
 	if diff := cmp.Diff(want, e.await(t, 3)); diff != "" {

@@ -3,6 +3,12 @@
 // fixed plan in hindsight to compare with. Every attempt's latency is a
 // pure function of (call, attempt), so every policy under test, and the
 // oracle, meets the same upstream.
+//
+// The load lab (RunLoad) serves the calls from replicas with queues
+// under open-loop load, where a hedge costs a worker or a place in a
+// queue; RunPlan and RunGrid compute fixed plans on the same draws, and
+// Judge checks a policy against the targets of a default, each against
+// the best fixed plan with the same budget.
 package lab
 
 import (
@@ -31,7 +37,9 @@ func (u Upstream) Latency(i, k int) time.Duration {
 	return u.Draw(rand.New(rand.NewPCG(uint64(i), uint64(k)+1)))
 }
 
-// The two upstreams of the issue tracker's evidence.
+// The upstreams of the labs: two of two modes each (a fast bulk and a
+// slow tail a tenth or a twentieth as common), and one whose tail is a
+// continuum.
 var (
 	FastSlow = Upstream{"90% 20–45ms, 10% 450–600ms", func(r *rand.Rand) time.Duration {
 		if r.Float64() < 0.9 {
@@ -45,6 +53,30 @@ var (
 		}
 		return time.Duration(math.Exp(0.35*r.NormFloat64()) * float64(time.Second))
 	}}
+	// Stragglers is lognormal with a mean of 5ms and a standard deviation
+	// of 2ms, where one request in twenty is a straggler ten times
+	// slower: p99 about 13× p50. It is the upstream of the loopback
+	// evaluation in the benchmarks module.
+	Stragglers = Upstream{"lognormal 5±2ms, 5% 10× slower", func(r *rand.Rand) time.Duration {
+		straggler := r.Float64() < 0.05
+		d := float64(stragglersMedian) * math.Exp(stragglersSigma*r.NormFloat64())
+		if straggler {
+			d *= 10
+		}
+		return time.Duration(d)
+	}}
+	// HeavyTail is lognormal with a median of 5ms and σ 1.2: a mean of
+	// 10.3ms and p99 16× p50, with no mode to tell slow requests apart.
+	HeavyTail = Upstream{"lognormal median 5ms σ 1.2", func(r *rand.Rand) time.Duration {
+		return time.Duration(float64(5*time.Millisecond) * math.Exp(1.2*r.NormFloat64()))
+	}}
+)
+
+// The lognormal of Stragglers: σ² = ln(1 + (sd/mean)²), and the median is
+// the mean over exp(σ²/2).
+var (
+	stragglersSigma  = math.Sqrt(math.Log1p(0.4 * 0.4))
+	stragglersMedian = time.Duration(float64(5*time.Millisecond) / math.Exp(stragglersSigma*stragglersSigma/2))
 )
 
 // Wait is an upstream's work: it takes d, or less when ctx ends first, and
@@ -133,14 +165,38 @@ func NearestRank(sorted []time.Duration, q float64) time.Duration {
 // calls [warm, warm+calls): the rules of hedge.Do for attempts that all
 // succeed.
 func Fixed(up Upstream, warm, calls int, d time.Duration, h int) Row {
+	return latencies(up, warm, calls, h).fixed(d, h)
+}
+
+// latencyTable is the latency of the first attempts of calls [warm,
+// warm+calls): attempt k of the i-th at i*attempts+k.
+type latencyTable struct {
+	attempts int
+	lat      []time.Duration
+}
+
+func latencies(up Upstream, warm, calls, hedges int) latencyTable {
+	t := latencyTable{hedges + 1, make([]time.Duration, calls*(hedges+1))}
+	for i := range calls {
+		for k := range t.attempts {
+			t.lat[i*t.attempts+k] = up.Latency(warm+i, k)
+		}
+	}
+	return t
+}
+
+// fixed is Fixed on the table's draws; h is at most its attempts less one.
+func (t latencyTable) fixed(d time.Duration, h int) Row {
+	calls := len(t.lat) / t.attempts
 	lat := make([]time.Duration, 0, calls)
 	attempts := 0
-	for i := warm; i < warm+calls; i++ {
-		done := up.Latency(i, 0)
+	for i := range calls {
+		up := t.lat[i*t.attempts : (i+1)*t.attempts]
+		done := up[0]
 		attempts++
 		for k := 1; k <= h && done > time.Duration(k)*d; k++ {
 			attempts++
-			done = min(done, time.Duration(k)*d+up.Latency(i, k))
+			done = min(done, time.Duration(k)*d+up[k])
 		}
 		lat = append(lat, done)
 	}
@@ -152,8 +208,9 @@ func Fixed(up Upstream, warm, calls int, d time.Duration, h int) Row {
 // fixed delay chosen in hindsight.
 //
 // The plans are independent replays of the same calls, about 800 of
-// them, so they run on every processor; the choice among them is made in
-// the order of the sweep, as one goroutine would make it.
+// them, so they run on every processor on latencies drawn once; the
+// choice among them is made in the order of the sweep, as one goroutine
+// would make it.
 func Oracle(up Upstream, warm, calls int, amp float64) Row {
 	type plan struct {
 		d time.Duration
@@ -165,12 +222,13 @@ func Oracle(up Upstream, warm, calls int, amp float64) Row {
 			plans = append(plans, plan{time.Duration(math.Exp(x)), h})
 		}
 	}
+	table := latencies(up, warm, calls, 2)
 	rows := make([]Row, len(plans))
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, p := range plans {
 		g.Go(func() error {
-			rows[i] = Fixed(up, warm, calls, p.d, p.h)
+			rows[i] = table.fixed(p.d, p.h)
 			return nil
 		})
 	}

@@ -34,6 +34,9 @@ type Load struct {
 	// Overload raises the arrival rate for a period. The zero value is
 	// none.
 	Overload Overload
+	// Shift moves the whole distribution of service times from a call on.
+	// The zero value is none.
+	Shift Shift
 	// Shed, when set, makes each replica refuse a hedge (never a primary)
 	// that arrives while all its workers are busy and at least ShedQueue
 	// requests wait: the hedge fails at once with a retryable error and
@@ -48,6 +51,8 @@ type Load struct {
 	// Seed varies the draws: arrivals, routing and service times. Seed 0
 	// draws service times as Upstream.Latency does.
 	Seed uint64
+
+	mean time.Duration // of Service, once withDefaults has worked it out
 }
 
 // Cancel is what a cancelled attempt does to its request at the replica.
@@ -97,6 +102,16 @@ type Overload struct {
 	Period
 }
 
+// Shift multiplies the service time of every attempt of the calls from
+// From on by Factor: the whole distribution moves, as when an upstream
+// ships a slower build or its data grows, and stays moved. Calls keep
+// arriving at the rate Load.Rho set, so a Factor above 1 also raises the
+// utilisation to Factor × Rho. A zero Factor means none.
+type Shift struct {
+	Factor float64
+	From   int
+}
+
 // errBadLoad is wrapped by RunLoad's complaint about a Load it cannot run.
 var errBadLoad = errors.New("lab: bad Load")
 
@@ -141,14 +156,22 @@ func (l Load) withDefaults() (Load, error) {
 		return bad("Brownout.Replica %d is not one of %d replicas", l.Brownout.Replica, l.Replicas)
 	case l.Overload.Rho != 0 && !(l.Overload.Rho > 0 && l.Overload.Rho <= 2):
 		return bad("Overload.Rho %v is outside (0, 2]", l.Overload.Rho)
+	case l.Shift.Factor != 0 && !(l.Shift.Factor > 0 && l.Shift.Factor <= 1000):
+		return bad("Shift.Factor %v is outside (0, 1000]", l.Shift.Factor)
+	case l.Shift.From < 0:
+		return bad("negative Shift.From %d", l.Shift.From)
 	}
+	l.mean = l.meanService()
 	return l, nil
 }
 
 // meanService is the mean of l.Service: exact for FastSlow, else the mean
-// of 100,000 draws.
+// of 100,000 draws, which withDefaults draws once.
 func (l Load) meanService() time.Duration {
-	if l.Service.Name == FastSlow.Name {
+	switch {
+	case l.mean != 0:
+		return l.mean
+	case l.Service.Name == FastSlow.Name:
 		// 90% uniform on [20ms, 45ms), 10% on [450ms, 600ms), in whole
 		// nanoseconds.
 		fast := 20*time.Millisecond + (25*time.Millisecond-1)/2
@@ -161,4 +184,11 @@ func (l Load) meanService() time.Duration {
 		sum += float64(l.Service.Latency(i, 0))
 	}
 	return time.Duration(sum / n)
+}
+
+// key names l as a map key, its Service by Name.
+func (l Load) key() string {
+	name := l.Service.Name
+	l.Service = Upstream{}
+	return fmt.Sprintf("%q %+v", name, l)
 }

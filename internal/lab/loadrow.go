@@ -25,6 +25,10 @@ type LoadRow struct {
 	// HedgeRate is the share of calls that started a hedge; WinRate the
 	// share of those that a hedge won; Shed the hedges refused per call.
 	HedgeRate, WinRate, Shed float64
+	// Queue is the servers' mean queue: the requests waiting for a
+	// worker, on all replicas together, averaged over the time from the
+	// first measured call's arrival to the last's.
+	Queue float64
 	// Delay is the policy's delay for the first hedge when the run ended:
 	// what a learned delay learned. 0 with MaxAttempts 1; negative when
 	// the delay sends no hedge (a Planner that plans none).
@@ -38,13 +42,34 @@ type LoadRow struct {
 }
 
 // Block is what one block of consecutive measured calls saw: their p99,
-// and their attempts per call. It is a plain value.
+// their attempts per call, and the servers' mean queue from the first
+// call's arrival to the next block's first (or to the last call's). It is
+// a plain value.
 type Block struct {
-	P99 time.Duration
-	Amp float64
+	P99   time.Duration
+	Amp   float64
+	Queue float64
 }
 
-func summarizeLoad(name string, l Load, calls []callTally) LoadRow {
+// queueMark is the servers' queue area (see cluster.area) at a moment of a
+// run, given as the time since the run began.
+type queueMark struct {
+	at   time.Duration
+	area int64
+}
+
+// meanQueue is the mean queue between two marks.
+func meanQueue(from, to queueMark) float64 {
+	if to.at <= from.at {
+		return 0
+	}
+	return float64(to.area-from.area) / float64(to.at-from.at)
+}
+
+// summarizeLoad summarizes the measured calls of a run of l. marks are
+// the queue's area when each block of measured calls began, and last
+// when the last call arrived.
+func summarizeLoad(name string, l Load, calls []callTally, marks []queueMark) LoadRow {
 	measured := calls[l.Warm:]
 	row := LoadRow{Name: name, Rho: l.Rho}
 	if len(measured) == 0 {
@@ -77,6 +102,7 @@ func summarizeLoad(name string, l Load, calls []callTally) LoadRow {
 		row.WinRate = float64(won) / float64(hedged)
 	}
 	row.Shed = float64(shed) / n
+	row.Queue = meanQueue(marks[0], marks[len(marks)-1])
 	row.WorstAmp = row.Amp
 	for from := 0; from+l.Block <= len(measured); from += l.Block {
 		block := measured[from : from+l.Block]
@@ -84,8 +110,9 @@ func summarizeLoad(name string, l Load, calls []callTally) LoadRow {
 		for i := range block {
 			attempts += int(block[i].attempts.Load())
 		}
+		k := from / l.Block
 		b := Block{P99: NearestRank(slices.Sorted(slices.Values(lat[from:from+l.Block])), 0.99),
-			Amp: float64(attempts) / float64(l.Block)}
+			Amp: float64(attempts) / float64(l.Block), Queue: meanQueue(marks[k], marks[k+1])}
 		row.Blocks = append(row.Blocks, b)
 		if from == 0 || b.Amp > row.WorstAmp {
 			row.WorstAmp = b.Amp

@@ -56,15 +56,17 @@ func RunLoad(t *testing.T, l Load, c Contender) LoadRow {
 	var row LoadRow
 	synctest.Test(t, func(t *testing.T) {
 		p := c.Policy()
-		calls := runLoad(t, l, p)
-		row = summarizeLoad(c.Name, l, calls)
+		calls, marks := runLoad(t, l, p)
+		row = summarizeLoad(c.Name, l, calls, marks)
 		describe(&row, p)
 	})
 	return row
 }
 
-// runLoad is RunLoad inside the bubble.
-func runLoad(t *testing.T, l Load, p hedge.Policy[int]) []callTally {
+// runLoad is RunLoad inside the bubble. It returns what each call did,
+// and the queue's area when each block of measured calls began and when
+// the last call arrived.
+func runLoad(t *testing.T, l Load, p hedge.Policy[int]) ([]callTally, []queueMark) {
 	cl := newCluster(l.Replicas, l.Workers, l.Cancel)
 	arrived := 0 // the last call to arrive; guarded by cl.mu
 	if b := l.Brownout; b.Factor != 0 {
@@ -82,6 +84,13 @@ func runLoad(t *testing.T, l Load, p hedge.Policy[int]) []callTally {
 	capacity := float64(l.Replicas*l.Workers) / float64(l.meanService())
 	gen := rand.New(rand.NewPCG(l.Seed, 0x6c6f6164))
 	calls := make([]callTally, l.Warm+l.Calls)
+	var marks []queueMark
+	begin := time.Now()
+	mark := func() {
+		cl.mu.Lock()
+		marks = append(marks, queueMark{time.Since(begin), cl.areaLocked()})
+		cl.mu.Unlock()
+	}
 	var failed atomic.Int64
 	var wg sync.WaitGroup
 	for i := range calls {
@@ -91,6 +100,9 @@ func runLoad(t *testing.T, l Load, p hedge.Policy[int]) []callTally {
 		}
 		time.Sleep(time.Duration(gen.ExpFloat64() / (rho * capacity)))
 		primary := gen.IntN(l.Replicas)
+		if l.blockStart(i) {
+			mark()
+		}
 		cl.mu.Lock()
 		arrived = i
 		cl.mu.Unlock()
@@ -120,12 +132,19 @@ func runLoad(t *testing.T, l Load, p hedge.Policy[int]) []callTally {
 			}
 		})
 	}
+	mark()
 	wg.Wait()
 	cl.drain()
 	if n := failed.Load(); n > 1 {
 		t.Errorf("%d calls failed in all", n)
 	}
-	return calls
+	return calls, marks
+}
+
+// blockStart reports whether call i, by arrival, begins a block of
+// measured calls.
+func (l Load) blockStart(i int) bool {
+	return i >= l.Warm && (i-l.Warm)%l.Block == 0
 }
 
 // service is the service time of attempt k of call i.
@@ -135,9 +154,17 @@ func (l Load) service(i, k int) time.Duration {
 		// workers freed by one answer) must not end at the same instant,
 		// or which one answers first is up to the scheduler: a
 		// nanosecond per attempt decides it for the primary.
-		return l.draw(i, 0) + time.Duration(k)
+		return l.shifted(i, l.draw(i, 0)) + time.Duration(k)
 	}
-	return l.draw(i, k)
+	return l.shifted(i, l.draw(i, k))
+}
+
+// shifted is d, a service time of call i, moved by l.Shift.
+func (l Load) shifted(i int, d time.Duration) time.Duration {
+	if l.Shift.Factor == 0 || i < l.Shift.From {
+		return d
+	}
+	return time.Duration(float64(d) * l.Shift.Factor)
 }
 
 func (l Load) draw(i, k int) time.Duration {

@@ -82,7 +82,7 @@ func TestRunLoadWithoutHedging(t *testing.T) {
 		Work: float64(work) / float64(l.meanService()) / float64(l.Calls), Blocks: []Block{{Amp: 1}}}
 	ignore := cmp.FilterPath(func(p cmp.Path) bool {
 		switch p.Last().String() {
-		case ".P50", ".P95", ".P99":
+		case ".P50", ".P95", ".P99", ".Queue":
 			return true
 		}
 		return false

@@ -29,6 +29,13 @@ type cluster struct {
 
 	jobs int           // queued or running; the run drains them to zero
 	idle chan struct{} // closed when jobs reaches zero after drain asked
+
+	// waiting is the requests queued on all replicas; area is its integral
+	// over time, in request-nanoseconds, up to last. Their mean over a
+	// span is the servers' mean queue.
+	waiting int
+	area    int64
+	last    time.Time
 }
 
 // replica is one server: workers busy out of cluster.workers, and the
@@ -91,7 +98,7 @@ func (c *cluster) serve(ctx context.Context, i int, hedge bool, service time.Dur
 		c.startLocked(j)
 	} else {
 		r.queue = append(r.queue, j)
-		r.waiting++
+		c.waitLocked(r, +1)
 	}
 	c.mu.Unlock()
 
@@ -107,7 +114,7 @@ func (c *cluster) serve(ctx context.Context, i int, hedge bool, service time.Dur
 		return nil
 	case queued:
 		j.state = dropped
-		r.waiting--
+		c.waitLocked(r, -1)
 		c.jobs--
 		c.checkIdleLocked()
 	case running:
@@ -152,12 +159,31 @@ func (c *cluster) endLocked(j *job, s jobState) {
 		r.queue[0] = nil
 		r.queue = r.queue[1:]
 		if next.state == queued {
-			r.waiting--
+			c.waitLocked(r, -1)
 			c.startLocked(next)
 			break
 		}
 	}
 	c.checkIdleLocked()
+}
+
+// waitLocked changes the requests queued on r by delta, and counts the
+// queue's area up to now first. Called with c.mu held.
+func (c *cluster) waitLocked(r *replica, delta int) {
+	c.areaLocked()
+	r.waiting += delta
+	c.waiting += delta
+}
+
+// areaLocked counts the queue's area up to now and returns it. Called
+// with c.mu held.
+func (c *cluster) areaLocked() int64 {
+	now := time.Now()
+	if c.waiting > 0 {
+		c.area += int64(c.waiting) * int64(now.Sub(c.last))
+	}
+	c.last = now
+	return c.area
 }
 
 func (c *cluster) checkIdleLocked() {
