@@ -53,7 +53,8 @@ func (c *call[T]) invoke(a *attemptCtx, r *result[T]) {
 //
 // The call decides first, so that the budget hears the outcome the call
 // gave the attempt: Canceled for every loser, also one that answered in
-// the same instant as the winner. It hears before the attempt that a
+// the same instant as the winner, and TimedOut for one that the call's
+// deadline cut off. It hears before the attempt that a
 // retryable result starts is claimed, so that its answer to that one
 // already counts this one; and when a decided the call, Do waits for the
 // budget to have heard it, so that its state is settled when Do returns.
@@ -91,7 +92,9 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 		k, d, own = c.answer(a, r)
 	}
 	o, hold := Canceled, false
-	if c.budget != nil && !lost && !cut {
+	switch {
+	case c.budget == nil:
+	case !lost && !cut:
 		o = r.o
 		if !r.returned {
 			o = Terminal
@@ -99,6 +102,8 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 		if hold = c.decided; hold {
 			c.discarding++ // Do waits for tell, as for an early drop
 		}
+	case a.canceledWith() == context.DeadlineExceeded:
+		o = TimedOut // the Timeout's or ctx's deadline, not a lost race
 	}
 	c.hasSeen = false
 	c.unlock()

@@ -13,11 +13,11 @@ import "context"
 // there. Do calls Done(k, o) exactly once for every attempt that started,
 // the primary included, as soon as that attempt's function returns and
 // the call has taken its result: o is the attempt's Outcome; Terminal if
-// it panicked or called runtime.Goexit; TimedOut if the call's deadline
-// (the Timeout's or ctx's) cut it off before its result counted; Canceled
-// for every other attempt whose result did not count, because the call
-// had been decided by then (a loser, also one that answered in the same
-// instant as the winner) or the caller gave up. When an attempt decides
+// it panicked or called runtime.Goexit; TimedOut for an attempt that the
+// call's deadline (the Timeout's or ctx's) cut off; Canceled for every
+// other attempt whose result did not count, because the call had been
+// decided by then (a loser, also one that answered in the same instant as
+// the winner) or because the caller cut it off. When an attempt decides
 // the call, Do returns after its Done. So a
 // ratio budget can deposit on Allow(0) and withdraw on Allow(k ≥ 1), a
 // token bucket can drain on Retryable and refill on Accept, and a
