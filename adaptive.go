@@ -40,22 +40,30 @@ func Auto[T any]() Policy[T] {
 //   - A plan, learned as a Planner learns it: from how long the last 500
 //     to 1,000 primaries ran, the delay and the number of hedges (up to
 //     2) that minimise the calls' p99 for at most Load extra attempts per
-//     call. It replans every 250 primaries.
+//     call (0.8 × Load while the bound below holds less than half of
+//     what it may save, so that it fills again). It replans every 250
+//     primaries.
 //   - A watch on the plan: while most recent primaries are slower than
-//     the plan expects (queues grow), or calls come much faster than they
-//     did (an overload may be on its way), it sends no hedge; when the
+//     the plan expects (queues grow), while calls come much faster than
+//     they did (an overload may be on its way), or while the plans drift
+//     and fewer than half of the hedges win, it sends no hedge; when the
 //     latencies stay away from the plan's picture, it forgets and plans
-//     afresh, and it hedges again once 250 primaries in a row match its
+//     afresh. It hedges only once 250 primaries in a row have matched its
 //     plan. A tail that has gone does not linger in its plans.
 //   - A hard bound: over any n consecutive calls of the key, extra
 //     attempts (hedges, and retries of failed attempts) never exceed
-//     Load × (n + 1000). Each call saves Load of an attempt, each extra
-//     attempt takes a whole one, and at most 1,000 calls' worth is saved
-//     up, so that a burst of slow calls (a replica that browns out) gets
-//     its hedges. Over 10,000 calls that is at most 1.1 × Load per call.
-//   - Hedges off when they stop winning, as a WinRateBudget with its
-//     defaults judges them: while one in ten of the key's last 100
-//     hedges won, it refuses none.
+//     Load × n plus what it saved up: each call saves Load of an attempt
+//     while the key may hedge, each extra attempt takes a whole one, and
+//     at most 1,000 calls' worth is saved, so that a burst of slow calls
+//     (a replica that browns out) gets its hedges. A new key starts with
+//     nothing saved, and one that forgets its picture forgets its savings
+//     too. Over 10,000 calls that is at most 1.1 × Load per call.
+//   - Hedges off when they stop winning, judged as a WinRateBudget
+//     judges them, with a credit of 10 hedges: while at least a third of
+//     the key's last 100 judged hedges won, and half as many as its plan
+//     expects of them, it refuses none. Where the slowness belongs to
+//     the request, or every replica queues alike, hedges win far less
+//     often than a plan made for independent attempts expects.
 //   - Hedges off when primaries fail, as a Breaker with its defaults
 //     judges them: when half of the last 100 primaries within 10 s
 //     failed, or were cut off by the call's deadline, it refuses hedges
@@ -90,7 +98,8 @@ type Adaptive struct {
 	// the hard bound on them: in [0, 2]. 0 means 0.1. (Use MaxAttempts 1
 	// to turn hedging off.)
 	Load float64
-	// Clock is the time source of the breaker. Nil means real time.
+	// Clock is the time source of the breaker and of the watch on the
+	// calls' rate. Nil means real time.
 	Clock clock.Clock
 	// OnOpen, if not nil, is called each time a key's breaker opens, with
 	// the key ("" for the state keys past MaxKeys share). It runs on the

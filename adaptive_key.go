@@ -15,8 +15,9 @@ type adaptiveKey struct {
 	key  string
 	plan *plannerState
 	// bound is what extra attempts may still take, in thousandths of an
-	// attempt: every call adds Load, every extra attempt takes one whole
-	// attempt or is refused, and it holds at most boundCalls calls' worth.
+	// attempt: every call adds Load while the key may hedge, every extra
+	// attempt takes one whole attempt or is refused, and it holds at most
+	// boundCalls calls' worth.
 	bound   atomic.Int64
 	win     winCredit
 	circuit circuit
