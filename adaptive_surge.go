@@ -39,6 +39,12 @@ func (k *adaptiveKey) arrive() {
 	if n == 2 {
 		short, long = gap, gap
 	}
+	// A pause is no capacity: a gap longer than twice the usual one (a
+	// client idle between bursts of calls) counts as twice the usual one,
+	// so that the next burst at the old pace is not taken for a surge.
+	if n > 2 && long > 0 {
+		gap = min(gap, 2*long)
+	}
 	// Load and Store, not compare-and-swap: an update lost to a
 	// concurrent call moves an average by less than one gap's weight.
 	short += (gap - short) >> gapShort

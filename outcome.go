@@ -19,8 +19,7 @@ const (
 	// Canceled is what Do reports to a Budget for an attempt whose result
 	// did not count: a loser (also one that answered in the same instant
 	// as the winner), or an attempt cut off because the caller gave up.
-	// Classifiers do not return it; if one does, Do treats it as
-	// Terminal.
+	// Classifiers do not return it; if one does, Do treats it as Terminal.
 	Canceled
 	// Failed is a failure that starts nothing at once: the other attempts
 	// run on and the hedges already scheduled still come, but unlike

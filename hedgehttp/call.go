@@ -111,7 +111,7 @@ func newCall(t *Transport, req *http.Request) *call {
 		c.tr = &trailers{from: req.Trailer, keys: c.req.Trailer, getBody: req.GetBody}
 		c.tr.give(&c.req)
 	}
-	if h := t.AttemptHeader; h != "" {
+	if h := t.header; h != "" && t.numberFirst {
 		// The primary's header; each hedge numbers a copy of it.
 		if c.req.Header == nil {
 			c.req.Header = make(http.Header, 1)
@@ -386,7 +386,7 @@ func (c *call) send(a *attempt, k int) (*http.Response, error) {
 			return nil, context.Cause(r.Context())
 		}
 	}
-	if c.t.AttemptHeader != "" && k > 0 {
+	if c.t.header != "" && k > 0 {
 		c.number(r, k)
 	}
 	return c.t.base.RoundTrip(r)
@@ -416,7 +416,10 @@ func (c *call) body(r *http.Request) error {
 // in AttemptHeader.
 func (c *call) number(r *http.Request, k int) {
 	r.Header = c.req.Header.Clone()
-	r.Header.Set(c.t.AttemptHeader, strconv.Itoa(k))
+	if r.Header == nil {
+		r.Header = make(http.Header, 1)
+	}
+	r.Header.Set(c.t.header, strconv.Itoa(k))
 }
 
 // classify runs the Transport's classifier.

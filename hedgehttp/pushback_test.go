@@ -184,7 +184,7 @@ func TestNetworkErrors(t *testing.T) {
 
 		last := errors.New("reset")
 		s = newScript(answer{err: refused}, answer{err: last})
-		_, err = (&hedgehttp.Transport{Base: s}).RoundTrip(get(t, "http://upstream.test/"))
+		_, err = (&hedgehttp.Transport{Base: s, Delay: hedge.Fixed(time.Hour)}).RoundTrip(get(t, "http://upstream.test/"))
 		if err != last {
 			t.Errorf("RoundTrip = %v, want the last attempt's error", err)
 		}

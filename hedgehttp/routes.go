@@ -10,12 +10,14 @@ import (
 	"github.com/tailcut/hedge"
 )
 
-// route is what the requests of one route share: their delay and their
-// counts.
+// route is what the requests of one route share: their delay, their
+// budget and their counts.
 type route struct {
-	name  string
-	delay hedge.Delay // nil when the Transport's Delay serves every route
-	stats hedge.Stats
+	name    string
+	delay   hedge.Delay     // nil when the Transport's Delay serves every route
+	learned *hedge.Adaptive // the route's own plan and bound: nil when Delay is set
+	budget  hedge.Budget    // what bounds its extra attempts; nil: nothing
+	stats   hedge.Stats
 }
 
 // hostKey names a method-and-host route without building its name: the
@@ -29,7 +31,8 @@ type hostKey struct{ method, host string }
 type routes struct {
 	mux      *http.ServeMux // nil: no patterns
 	patterns map[string]*route
-	own      bool // each route gets its own delay
+	own      bool         // each route gets its own Adaptive, as its delay and budget
+	shared   hedge.Budget // the Transport's Budget, nil if none
 	max      int
 
 	mu    sync.Mutex // serialises additions to hosts
@@ -39,11 +42,11 @@ type routes struct {
 
 const otherRoute = "(other)"
 
-func newRoutes(patterns []string, max int, own bool) (*routes, error) {
+func newRoutes(patterns []string, max int, own bool, shared hedge.Budget) (*routes, error) {
 	if max == 0 {
 		max = 64
 	}
-	rs := &routes{own: own, max: max}
+	rs := &routes{own: own, shared: shared, max: max}
 	rs.hosts.Store(&map[hostKey]*route{})
 	rs.other = rs.newRoute(otherRoute)
 	if max < 0 {
@@ -75,9 +78,14 @@ func register(mux *http.ServeMux, pattern string) (err error) {
 }
 
 func (rs *routes) newRoute(name string) *route {
-	r := &route{name: name}
+	r := &route{name: name, budget: rs.shared}
 	if rs.own {
-		r.delay = &hedge.Percentile{}
+		r.learned = &hedge.Adaptive{}
+		r.delay = r.learned
+		r.budget = r.learned
+		if rs.shared != nil {
+			r.budget = hedge.AllOf(r.learned, rs.shared)
+		}
 	}
 	return r
 }
@@ -148,4 +156,20 @@ func (rs *routes) snapshot() map[string]hedge.Snapshot {
 	}
 	add(rs.other)
 	return s
+}
+
+// each calls f with every route that has a delay of its own, patterns
+// first, the shared "(other)" route last, until f returns false.
+func (rs *routes) each(f func(r *route) bool) {
+	for _, r := range rs.patterns {
+		if !f(r) {
+			return
+		}
+	}
+	for _, r := range *rs.hosts.Load() {
+		if !f(r) {
+			return
+		}
+	}
+	f(rs.other)
 }

@@ -6,9 +6,9 @@ import (
 )
 
 // DefaultAttemptHeader is the header a Shedder reads attempt numbers from
-// when its AttemptHeader is empty. A Transport numbers its attempts only
-// when told to: set its AttemptHeader to the same name, or the Shedder
-// takes every request for a primary and sheds none.
+// when its AttemptHeader is empty, and the one a Transport numbers its
+// hedges in when its own is: the two work together with no setting on
+// either side.
 const DefaultAttemptHeader = "Hedge-Attempt"
 
 // shedRetryAfter is the Retry-After of a shed hedge. Zero is the one wait
@@ -26,17 +26,17 @@ const shedRetryAfter = "0"
 // leave free, and a saturated server spends nothing on them.
 //
 //	srv := &http.Server{Handler: &hedgehttp.Shedder{Handler: mux, Limit: 64}}
-//	client := &http.Client{Transport: &hedgehttp.Transport{AttemptHeader: hedgehttp.DefaultAttemptHeader}}
+//	client := &http.Client{Transport: &hedgehttp.Transport{}}
 //
 // What a Transport does with a shed hedge: a 503 is retryable, so the
 // call goes on and the primary still answers it. "Retry-After: 0" asks
-// for no wait: a Transport that may send two attempts (its default) sends
-// nothing more, and one allowed more sends its next hedge at once, which
-// is shed as well while the server stays saturated. (A Retry-After the
-// Transport could not wait out would stop its further attempts, and still
-// leave the primary to answer.) Give the Transport a hedge.TokenBucket as
-// its Budget, and shed hedges, as retryable failures, stop its hedging
-// across calls until answers refill it.
+// for no wait: a Transport allowed another attempt sends its next hedge at
+// once, which is shed as well while the server stays saturated. (A
+// Retry-After the Transport could not wait out would stop its further
+// attempts, and still leave the primary to answer.) A zero Transport's
+// routes take shed hedges for the sign of overload they are: a hedge that
+// fails at once costs its route's bound an attempt without counting as a
+// lost race.
 //
 // The cost: an atomic add as a request enters and another as it leaves
 // (a hedge enters with a compare-and-swap), and no lock. A shed hedge

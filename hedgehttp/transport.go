@@ -55,21 +55,28 @@ type Transport struct {
 	// returned, as a loser's does.
 	Base http.RoundTripper
 
-	// Delay says when to hedge. Nil gives each route (see Routes) its own
-	// &hedge.Percentile{}: no hedging until a route has answered 200
-	// requests, then at its p95. A Delay set here is shared by every
-	// route; it can still tell them apart by Route, as
+	// Delay says when to hedge. Nil gives each route (see Routes) its
+	// own *hedge.Adaptive, as its delay and as its budget: it learns the
+	// route's latency, plans how early to hedge and how many times (up
+	// to two hedges), never lets the route's extra attempts exceed a
+	// tenth of its requests, and stops hedging while hedges stop winning
+	// or the route's first attempts fail or time out. A Delay set here
+	// is shared by every route, and comes with no budget but Budget; it
+	// can still tell routes apart by Route, as
 	// &hedge.Keyed{Key: hedgehttp.Route} does.
 	Delay hedge.Delay
 
 	// MaxAttempts bounds the attempts of one request, the first included.
-	// 0 means 2; 1 turns hedging off and passes every request through;
+	// 0 means 3 with the routes' own delays (what their plans may send),
+	// and 2 with a Delay set here; 1 turns hedging off and passes every request through;
 	// values outside 0..hedge.MaxAttemptsLimit make RoundTrip fail with an
 	// error wrapping hedge.ErrInvalidPolicy.
 	MaxAttempts int
 
 	// Budget bounds the extra attempts across requests, and can be shared
-	// with a retry loop. Nil grants every attempt.
+	// with a retry loop. With the routes' own delays (Delay nil), a route
+	// asks both its own bound and Budget; nil leaves the route's own.
+	// With a Delay set here, nil grants every attempt.
 	Budget hedge.Budget
 
 	// Classify tells accepted responses from retryable and terminal ones.
@@ -96,8 +103,12 @@ type Transport struct {
 	// their own. 0 means 64.
 	MaxRoutes int
 
-	// AttemptHeader, if set, names a header that carries the attempt
-	// number (0 for the first) on every attempt, for the server's logs.
+	// AttemptHeader names the header that tells a server which attempt
+	// a request is, so that a Shedder can shed hedges first. Empty means
+	// DefaultAttemptHeader, sent on hedges only (1 on the first hedge, 2
+	// on the second): a request without it is a first attempt, as a
+	// Shedder reads it. A name set here numbers every attempt, the first
+	// with 0, for the server's logs too; "-" sends no header at all.
 	AttemptHeader string
 
 	// Observer, if set, hears the hedge.Report of every hedged request,
@@ -107,11 +118,14 @@ type Transport struct {
 	// turns the reports into OpenTelemetry metrics. Nil: only Stats.
 	Observer hedge.Observer
 
-	once   sync.Once
-	base   http.RoundTripper
-	delay  hedge.Delay
-	routes *routes
-	err    error // a setting RoundTrip cannot run with
+	once        sync.Once
+	base        http.RoundTripper
+	delay       hedge.Delay
+	maxAttempts int    // MaxAttempts, its default worked out
+	header      string // the attempt header's name; "" for none
+	numberFirst bool   // the first attempt carries its 0 too
+	routes      *routes
+	err         error // a setting RoundTrip cannot run with
 
 	// How far an attempt grows its stack before Base, and the votes for
 	// the next level: see stack.go.
@@ -120,7 +134,8 @@ type Transport struct {
 
 // RoundTrip sends req and, if it may be hedged, its duplicates, and
 // returns the first acceptable response, or, when every attempt failed,
-// the last one's response or error. A request that may not be hedged
+// the first refusal (see Transport) if one came, else the last attempt's
+// response or error. A request that may not be hedged
 // goes to Base as it is, at Base's own cost.
 //
 // The response's body stays readable after RoundTrip returns, until the
@@ -156,8 +171,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.route = t.routes.of(req)
 	p := hedge.Policy[result]{
 		Delay:       t.delay,
-		MaxAttempts: t.MaxAttempts,
-		Budget:      t.Budget,
+		MaxAttempts: t.maxAttempts,
+		Budget:      c.route.budget,
 		Classify:    outcome,
 		Discard:     discard,
 		Observer:    c.observer(),
@@ -188,6 +203,26 @@ func (t *Transport) CloseIdleConnections() {
 func (t *Transport) Stats() map[string]hedge.Snapshot {
 	t.once.Do(t.init)
 	return t.routes.snapshot()
+}
+
+// Range calls f with the name of each route that has a delay of its own
+// (Delay nil) and that route's current delay source, until f returns
+// false: what hedgeotel.WithDelays reads the routes' learned delays
+// from. With a Delay set on the Transport it calls f for nothing. It is
+// safe to call concurrently with requests.
+func (t *Transport) Range(f func(route string, d hedge.Delay) bool) {
+	t.once.Do(t.init)
+	if !t.routes.own {
+		return
+	}
+	more := true
+	t.routes.each(func(r *route) bool {
+		r.learned.Range(func(_ string, d hedge.Delay) bool {
+			more = f(r.name, d)
+			return false // one key: the route's own
+		})
+		return more
+	})
 }
 
 // hedges reports whether req may be hedged. It must not allocate: the
@@ -225,7 +260,18 @@ func (t *Transport) init() {
 	if t.base == nil {
 		t.base = http.DefaultTransport
 	}
-	t.routes, t.err = newRoutes(t.Routes, t.MaxRoutes, t.Delay == nil)
+	t.routes, t.err = newRoutes(t.Routes, t.MaxRoutes, t.Delay == nil, t.Budget)
+	t.maxAttempts = t.MaxAttempts
+	if t.maxAttempts == 0 && t.Delay == nil {
+		t.maxAttempts = 3
+	}
+	switch t.AttemptHeader {
+	case "":
+		t.header = DefaultAttemptHeader
+	case "-":
+	default:
+		t.header, t.numberFirst = t.AttemptHeader, true
+	}
 	if t.Delay != nil && t.err == nil {
 		t.err = validate(t.Delay)
 	}

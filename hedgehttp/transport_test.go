@@ -106,8 +106,8 @@ func TestPassThroughAllocations(t *testing.T) {
 	}
 }
 
-// Each attempt is its own request: numbered in AttemptHeader when asked,
-// carrying hedge.Attempt and Route in its context; the caller's request
+// Each attempt is its own request: numbered in AttemptHeader (hedges only
+// by default, every attempt when a name is set, none for "-"), carrying hedge.Attempt and Route in its context; the caller's request
 // is left as it was.
 func TestAttemptRequests(t *testing.T) {
 	type seen struct {
@@ -115,7 +115,7 @@ func TestAttemptRequests(t *testing.T) {
 		Attempt int
 		Route   string
 	}
-	for _, header := range []string{"", attemptHeader} {
+	for _, header := range []string{"", attemptHeader, "-"} {
 		t.Run("AttemptHeader="+header, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var mu sync.Mutex
@@ -141,7 +141,10 @@ func TestAttemptRequests(t *testing.T) {
 				resp.Body.Close()
 				synctest.Wait()
 				want := []seen{{"", 0, "GET upstream.test"}, {"", 1, "GET upstream.test"}}
-				if header != "" {
+				switch header {
+				case "":
+					want[1].Header = "1"
+				case attemptHeader:
 					want[0].Header, want[1].Header = "0", "1"
 				}
 				mu.Lock()
@@ -236,44 +239,60 @@ func TestRoutes(t *testing.T) {
 	}
 }
 
-// With the default Delay, each route learns its own: a slow export does
-// not make a fast lookup on the same host wait.
+// With the default Delay, each route learns its own plan: a slow export
+// does not make a fast lookup on the same host wait, and Range shows each
+// route's delay.
 func TestRouteDelaysLearnApart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		latency := map[string]time.Duration{"/lookup": 10 * ms, "/export": time.Second}
+		// Nineteen requests in twenty take the route's fast time, one its slow.
+		latency := map[string][2]time.Duration{
+			"/lookup": {10 * ms, 200 * ms},
+			"/export": {time.Second, 20 * time.Second},
+		}
 		var mu sync.Mutex
-		var sent []time.Time
+		n := map[string]int{}
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			mu.Lock()
-			sent = append(sent, time.Now())
+			i := n[r.URL.Path]
+			n[r.URL.Path]++
 			mu.Unlock()
-			if r.URL.Query().Has("hang") && hedge.Attempt(r.Context()) == 0 {
-				return hang(r)
+			d := latency[r.URL.Path][0]
+			if i%20 == 19 {
+				d = latency[r.URL.Path][1]
 			}
-			time.Sleep(latency[r.URL.Path])
-			return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+			select {
+			case <-time.After(d):
+				return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			}
 		})
 		tr := &hedgehttp.Transport{Base: base, Routes: []string{"GET /lookup", "GET /export"}}
-		for range 250 { // past the warm-up of 200
+		for range 1500 {
 			for path := range latency {
-				if _, err := tr.RoundTrip(get(t, "http://a.test"+path)); err != nil {
+				resp, err := tr.RoundTrip(get(t, "http://a.test"+path))
+				if err != nil {
 					t.Fatal(err)
 				}
+				resp.Body.Close()
 			}
 		}
-		for path, want := range latency {
-			mu.Lock()
-			sent = sent[:0]
-			mu.Unlock()
-			if _, err := tr.RoundTrip(get(t, "http://a.test"+path+"?hang")); err != nil {
-				t.Fatal(err)
+		got := map[string]time.Duration{}
+		tr.Range(func(route string, d hedge.Delay) bool {
+			if c, ok := d.(interface{ Current() time.Duration }); ok && route != "(other)" {
+				got[route] = c.Current()
 			}
-			mu.Lock()
-			got := sent[1].Sub(sent[0])
-			mu.Unlock()
-			// The learned p95 is within the histogram's 2 %.
-			if got < want*98/100 || got > want*102/100 {
-				t.Errorf("%s hedged after %v, want its own p95, %v", path, got, want)
+			return true
+		})
+		for _, tt := range []struct {
+			route  string
+			lo, hi time.Duration
+		}{
+			{"GET /lookup", 10 * ms, 200 * ms},
+			{"GET /export", time.Second, 20 * time.Second},
+		} {
+			if d, ok := got[tt.route]; !ok || d < tt.lo || d >= tt.hi {
+				t.Errorf("%s hedges after %v, want between its fast and its slow time, [%v, %v)", tt.route, d, tt.lo, tt.hi)
 			}
 		}
 	})

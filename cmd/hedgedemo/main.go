@@ -187,6 +187,10 @@ func demoPolicies(cfg config) []demoPolicy {
 		// As a production client should run it: with the README's
 		// budget, which refuses nothing while the upstream is healthy.
 		{"Planner{0.15}, budgeted", "planner, budgeted", budgeted(newPolicy(3, &hedge.Planner{Load: 0.15, Window: window}, cfg.timeout)), true},
+		// The production default, hedge.Auto: its own plan within a bound
+		// of 0.1 extra attempts per call, which cannot buy the second
+		// hedge that this upstream's p99 needs.
+		{"hedge.Auto()", "auto", auto(cfg.timeout), true},
 	}
 }
 
@@ -218,6 +222,14 @@ func newTransport(concurrency int) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 2 * concurrency
 	return t
+}
+
+// auto is the production Policy of hedge.Auto, with the demo's timeout
+// and its responses' bodies closed.
+func auto(timeout time.Duration) hedge.Policy[*http.Response] {
+	p := hedge.Auto[*http.Response]()
+	p.Timeout, p.Discard = timeout, discardResponse
+	return p
 }
 
 // newPolicy hedges up to attempts-1 times, as delay says, within timeout.

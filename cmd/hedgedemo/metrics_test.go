@@ -100,7 +100,7 @@ func TestMetricsServed(t *testing.T) {
 	for _, name := range []string{"no hedging", "1 hedge after 20ms", "2 hedges, every 20ms"} {
 		wantCalls[name] = demo.calls
 	}
-	for _, name := range []string{"Percentile{Quantile: 0.9}", "Planner{Load: 0.15}", "Planner{0.15}, budgeted"} {
+	for _, name := range []string{"Percentile{Quantile: 0.9}", "Planner{Load: 0.15}", "Planner{0.15}, budgeted", "hedge.Auto()"} {
 		wantCalls[name] = 2 * demo.calls // the warm-up's calls and the measured ones
 	}
 	// The sweep's row without hedging has MaxAttempts 1: its requests

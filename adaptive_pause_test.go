@@ -1,0 +1,40 @@
+package hedge_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/lab"
+)
+
+// A client that pauses between bursts of calls is not surging when it
+// resumes at its old pace: after ten idle minutes, the next calls are
+// hedged as before. (Were the pause taken as gaps between calls, the
+// moving average of the gaps would make the resumed pace look like a
+// surge for thousands of calls, and no hedge would go out.)
+func TestAdaptivePauseIsNoSurge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := hedge.Auto[int]()
+		var stats hedge.Stats
+		p.Observer = &stats
+		calls := func(from, to int) {
+			for i := from; i < to; i++ {
+				hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+					return i, lab.Wait(ctx, lab.FastSlow.Latency(i, hedge.Attempt(ctx)))
+				})
+				synctest.Wait()
+			}
+		}
+		calls(0, 8000)
+		time.Sleep(10 * time.Minute) // the client idles, in the bubble's time
+		stats = hedge.Stats{}
+		calls(8000, 10000)
+		if s := stats.Snapshot(); s.Amplification() < 1.05 || s.WinRate() < 0.6 {
+			t.Errorf("the 2,000 calls after a pause: %.3f attempts per call, hedges won %.2f; want 1.05 or more, and most hedges won",
+				s.Amplification(), s.WinRate())
+		}
+	})
+}
