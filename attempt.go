@@ -107,9 +107,6 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 	}
 	c.hasSeen = false
 	c.unlock()
-	if o == Canceled && c.budget != nil && a.canceledWith() == context.DeadlineExceeded {
-		o = TimedOut // the deadline cut it off: no lost race, a slow upstream
-	}
 	// Deferred: a Discard or a Done that calls runtime.Goexit must not keep
 	// own from being counted through, or Do would wait for it for ever.
 	defer c.drop(own)
