@@ -39,11 +39,15 @@ func (k *adaptiveKey) arrive() {
 	if n == 2 {
 		short, long = gap, gap
 	}
-	// A pause is no capacity: a gap longer than twice the usual one (a
-	// client idle between bursts of calls) counts as twice the usual one,
-	// so that the next burst at the old pace is not taken for a surge.
+	// A pause is no capacity: a gap longer than four times the usual one
+	// (a client idle between bursts of calls) counts as four times the
+	// usual one, so that the next burst at the old pace is not taken for
+	// a surge. Four, not two: one gap in seven between Poisson arrivals
+	// is longer than twice the mean, and capping those makes the usual
+	// gap look a seventh shorter, which hides a step overload's surge
+	// from the averages for longer.
 	if n > 2 && long > 0 {
-		gap = min(gap, 2*long)
+		gap = min(gap, 4*long)
 	}
 	// Load and Store, not compare-and-swap: an update lost to a
 	// concurrent call moves an average by less than one gap's weight.
