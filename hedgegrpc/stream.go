@@ -67,7 +67,8 @@ func (in *Interceptor) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 		limit: bufferLimit(opts), more: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
 	s.m, s.bucket = m, t.bucket
 	s.ctx = callCtx{ctx, method, nil}
-	s.opts, s.out = split(opts)
+	rest, out := split(opts)
+	s.opts, s.out = own(rest, out), out
 	go s.race()
 	<-s.ready
 	s.mu.Lock()
