@@ -46,6 +46,7 @@ type headerResult struct {
 // race runs the call through hedge.Do until it commits, on a goroutine
 // of its own: the caller sends and receives meanwhile.
 func (s *stream) race() {
+	growStack(0) // Do's frames and the decision's outgrow a new goroutine's stack
 	decided := false
 	defer func() {
 		if decided {
@@ -95,6 +96,7 @@ func (s *stream) Done(ctx context.Context, k int, o hedge.Outcome) {
 // stream, replays the buffer on it and returns when the stream has
 // headers or has ended, or when a forced commit picks it.
 func (s *stream) attempt(ctx context.Context) (a *streamAttempt, err error) {
+	growStack(0) // before the streamer, while the stack is shallow
 	a = &streamAttempt{k: hedge.Attempt(ctx), force: make(chan struct{}),
 		headerCh: make(chan headerResult, 1), drained: make(chan struct{}), live: true}
 	s.started.Add(1)
@@ -170,6 +172,7 @@ func (s *stream) leave(a *streamAttempt, err *error) {
 // awaitHeader waits for a's response headers, or for its stream to end
 // without them; then it fetches the status.
 func (s *stream) awaitHeader(a *streamAttempt) {
+	growStack(0) // before grpc-go's Header, while the stack is shallow
 	h, err := a.cs.Header()
 	s.mu.Lock()
 	if a.accepted {
@@ -194,6 +197,7 @@ func (s *stream) awaitHeader(a *streamAttempt) {
 // later; after the commit, the winner's pump finishes the buffer and
 // stops, and the caller sends on the winner's stream directly.
 func (s *stream) pump(ctx context.Context, a *streamAttempt) {
+	growStack(0) // before grpc-go's SendMsg, while the stack is shallow
 	defer close(a.drained)
 	for {
 		s.mu.Lock()
@@ -301,7 +305,7 @@ func (s *stream) decide(a *streamAttempt, err error, pe *hedge.PanicError) {
 		for i := range min(a.next, len(s.sent)) {
 			s.sent[i] = nil // sent already: only the rest is owed
 		}
-		if !a.finished {
+		if !a.finished && s.ctx.Context.Done() != nil {
 			a.unlink = context.AfterFunc(s.ctx.Context, a.cancel)
 		}
 	}
