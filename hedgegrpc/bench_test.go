@@ -146,9 +146,10 @@ func BenchmarkUnaryTCP(b *testing.B) {
 }
 
 // BenchmarkStream is the cost of a server-streaming call whose primary
-// answers at once: the request is buffered and replayed, the call
-// commits on the first message, and the stream ends. "plain" is the same
-// call on a channel without the interceptors.
+// answers at once: the primary sends the request, of which the call keeps
+// a copy for hedges, the call commits on the first message, and the
+// stream ends. "plain" is the same call on a channel without the
+// interceptors.
 func BenchmarkStream(b *testing.B) {
 	in, err := hedgegrpc.New(hedgegrpc.Config{
 		Methods: map[string]hedgegrpc.HedgingPolicy{"grpc.health.v1.Health": {

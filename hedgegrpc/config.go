@@ -166,13 +166,13 @@ func (p HedgingPolicy) compile(limit int) (*method, error) {
 		}
 		nonFatal |= 1 << c
 	}
-	delay := p.Delay
+	delay, fixed := p.Delay, time.Duration(0)
 	if delay == nil {
-		delay = hedge.Fixed(p.HedgingDelay)
+		delay, fixed = hedge.Fixed(p.HedgingDelay), p.HedgingDelay
 	} else if err := checkDelay(delay); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return newMethod(min(p.MaxAttempts, limit), nonFatal, delay, 0), nil
+	return newMethod(min(p.MaxAttempts, limit), nonFatal, delay, fixed, 0), nil
 }
 
 // errProbe ends checkDelay's probe call. Permanent, so that a learned

@@ -7,8 +7,11 @@ package hedgegrpc
 // each time copying every frame, which came to a tenth of a hedged
 // call's CPU time over TCP loopback. A 4 KiB frame on a 2 KiB stack makes
 // the runtime double it until the frame fits: one copy, of the few frames
-// beneath attempt. On a stack already big enough it costs a call and the
-// zeroing of its frame.
+// beneath the caller. On a stack already big enough it costs a call and
+// the zeroing of its frame. Every goroutine of this package that calls
+// into grpc-go (an attempt, a stream's sender and header watcher) or runs
+// hedge.Do for a stream calls it first: a copy costs about as much per
+// frame copied as for the bytes, and deep in grpc-go there are many.
 //
 // The index is a parameter so that the compiler keeps the whole frame.
 //

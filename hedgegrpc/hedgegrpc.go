@@ -30,11 +30,14 @@
 // grpc-previous-rpc-attempts. Server pushback (grpc-retry-pushback-ms)
 // and retryThrottling are honoured as A6 says; see Interceptor.
 //
-// A unary attempt receives into a reply of its own, with header, trailer
-// and peer of its own; only the winner's are copied to the caller's reply
-// and to its grpc.Header, grpc.Trailer and grpc.Peer options. A stream
-// buffers what the caller sends and replays it to every attempt until one
-// commits; see Interceptor.Stream.
+// A unary attempt collects a header, trailer and peer of its own, and
+// receives into a reply of its own, except a primary that runs on the
+// caller's goroutine (hedged at a fixed delay), which receives into the
+// caller's; only the winner's are copied to the caller's reply and to its
+// grpc.Header, grpc.Trailer and grpc.Peer options. A call whose primary
+// answers before the first hedge is due costs little more than a plain
+// one; see Interceptor.Unary. A stream buffers what the caller sends and
+// replays it to every attempt until one commits; see Interceptor.Stream.
 //
 // The channel's resolver may deliver a service config of its own (DNS
 // TXT records, xDS, a control plane): the options DialOptions returns

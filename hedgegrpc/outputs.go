@@ -23,19 +23,21 @@ type outputs struct {
 	finish            []func(error)
 }
 
-// split copies opts, less the options that must not run per attempt,
-// which it returns apart (nil if there are none). The copy is the
-// attempts' own: the caller may reuse its slice once the call returns.
-func split(opts []grpc.CallOption) ([]grpc.CallOption, *outputs) {
+// split returns opts less the options that must not run per attempt,
+// and those apart (nil if there are none). The rest is opts itself when
+// out is nil, and a copy otherwise: attempts that may run after the call
+// returns, when the caller is free to reuse its slice, take a copy of
+// their own (see own).
+func split(opts []grpc.CallOption) (rest []grpc.CallOption, out *outputs) {
 	i := 0
 	for i < len(opts) && !perCall(opts[i]) {
 		i++
 	}
 	if i == len(opts) {
-		return slices.Clone(opts), nil
+		return opts, nil
 	}
-	rest := append([]grpc.CallOption(nil), opts[:i]...)
-	out := &outputs{}
+	rest = append([]grpc.CallOption(nil), opts[:i]...)
+	out = &outputs{}
 	for _, o := range opts[i:] {
 		switch o := o.(type) {
 		case grpc.HeaderCallOption:
@@ -59,6 +61,15 @@ func split(opts []grpc.CallOption) ([]grpc.CallOption, *outputs) {
 		}
 	}
 	return rest, out
+}
+
+// own returns rest as split returned it with out, as a slice of the
+// attempts' own.
+func own(rest []grpc.CallOption, out *outputs) []grpc.CallOption {
+	if out == nil {
+		return slices.Clone(rest)
+	}
+	return rest
 }
 
 func perCall(o grpc.CallOption) bool {

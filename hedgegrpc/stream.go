@@ -46,6 +46,20 @@ import (
 // primary took to commit. The caller's context ends every attempt, the
 // winner's too after the commit.
 //
+// A stream whose caller sends one message (server-streaming), of a
+// method hedged at a fixed hedgingDelay above 0, races only once a hedge
+// is due: until then, its primary runs on the caller's goroutine, as a
+// plain stream does. SendMsg sends on it (and keeps the copy for hedges),
+// and RecvMsg and Header receive from it, so that a primary that commits
+// the call before the first hedge is due costs little more than a plain
+// stream. When the first hedge falls due, or the primary fails with a
+// non-fatal code first, hedge.Do takes over the race, with the primary as
+// its attempt 0, and the Observer's report counts from the call's start.
+// Such a stream sees the primary's headers only when the caller receives
+// (RecvMsg, Header, Context), or once a hedge falls due: a caller that
+// has not received by then gets the hedge sent, and cancelled as soon as
+// the race sees that the primary had headers first.
+//
 // The method's timeout in the service config bounds the whole call, the
 // committed stream included, from the call's start: when it passes, the
 // stream fails with codes.DeadlineExceeded.
@@ -63,12 +77,22 @@ func (in *Interceptor) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 	if m == nil || !m.hedged() {
 		return t.onceStream(ctx, m, desc, cc, method, streamer, opts)
 	}
-	s := &stream{desc: desc, cc: cc, method: method, streamer: streamer,
-		limit: bufferLimit(opts), more: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
+	s := &stream{desc: desc, cc: cc, method: method, streamer: streamer, limit: bufferLimit(opts)}
 	s.m, s.bucket = m, t.bucket
 	s.ctx = callCtx{ctx, method, nil}
-	s.opts, s.out = split(opts)
-	go s.race()
+	rest, out := split(opts)
+	s.opts, s.out = own(rest, out), out
+	if !desc.ClientStreams && m.fixed > 0 {
+		return s.lead()
+	}
+	s.more, s.ready, s.done = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go s.race(m.stream)
+	return s.opening()
+}
+
+// opening returns s once an attempt has opened its stream, or the call's
+// failure if it was decided before any could.
+func (s *stream) opening() (grpc.ClientStream, error) {
 	<-s.ready
 	s.mu.Lock()
 	failed := s.decided && (s.winner == nil || s.winner.cs == nil)
@@ -114,6 +138,8 @@ type stream struct {
 	err       error             // the call's failure when winner is nil
 	panicked  *hedge.PanicError // an attempt's panic, re-raised by the caller's next call
 	delivered bool              // the caller's outputs and OnFinish have had the result
+
+	streamLead // the primary, when it runs on the caller's goroutine (see streamlead.go)
 }
 
 // wait blocks until the call is decided.
@@ -142,6 +168,11 @@ func (s *stream) failure() error {
 // committed. A call that ended without headers returns nil, nil, as
 // grpc-go does, or the failure when no attempt opened a stream.
 func (s *stream) Header() (metadata.MD, error) {
+	if s.leading {
+		if md, ok := s.headerFirst(); ok {
+			return md, nil
+		}
+	}
 	s.wait()
 	w := s.winner
 	switch {
@@ -186,6 +217,11 @@ func (s *stream) Context() context.Context {
 // RecvMsg receives the winner's next message, once the call has
 // committed.
 func (s *stream) RecvMsg(m any) error {
+	if s.leading {
+		if err, ok := s.recvFirst(m); ok {
+			return err
+		}
+	}
 	s.wait()
 	w := s.winner
 	switch {
@@ -232,11 +268,14 @@ func (s *stream) send(m any) error {
 	c := proto.Clone(msg)
 	s.sent = append(s.sent, c)
 	s.size += proto.Size(c) + frameHeader
-	if s.size > s.limit {
-		s.forceLocked()
-	}
 	if !s.desc.ClientStreams {
 		s.closed, s.closeBuffered = true, true // one message, as grpc-go's own stream closes it
+	}
+	if s.leading {
+		return s.sendFirst(m, len(s.sent)) // unlocks
+	}
+	if s.size > s.limit {
+		s.forceLocked()
 	}
 	s.signalLocked()
 	s.mu.Unlock()
@@ -256,6 +295,10 @@ func (s *stream) CloseSend() error {
 	if !s.decided {
 		s.closeBuffered = true
 		s.signalLocked()
+		if s.leading {
+			s.closeFirst() // unlocks
+			return nil
+		}
 		s.mu.Unlock()
 		return nil
 	}
@@ -270,8 +313,11 @@ func (s *stream) CloseSend() error {
 	return nil
 }
 
-// signalLocked wakes the attempts waiting for more to send.
+// signalLocked wakes the attempts waiting for more to send, if any can
+// be: a primary on the caller's goroutine has none until a hedge is due.
 func (s *stream) signalLocked() {
-	close(s.more)
-	s.more = make(chan struct{})
+	if s.more != nil {
+		close(s.more)
+		s.more = make(chan struct{})
+	}
 }

@@ -84,12 +84,15 @@ var (
 		}
 		return h.Hang()
 	}
-	// failsAfter receives the first message, waits d and fails with c,
-	// and pushback in the trailer if set.
+	// failsAfter receives the first message (a server-streaming call's
+	// has come already), waits d and fails with c, and pushback in the
+	// trailer if set.
 	failsAfter = func(d time.Duration, c codes.Code, pushback string) script {
 		return func(h *side) error {
-			if err := h.RecvN(1); err != nil {
-				return err
+			if len(h.got) == 0 {
+				if err := h.RecvN(1); err != nil {
+					return err
+				}
 			}
 			if err := h.Sleep(d); err != nil {
 				return err
@@ -112,23 +115,27 @@ var (
 	}
 )
 
-// TestStreamA6 checks A6's hedging of a bidi stream against a real gRPC
-// server, in virtual time: every time is exact.
-func TestStreamA6(t *testing.T) {
+// streamCase is one scenario of A6's hedging of a stream, and what the
+// caller and the server see of it.
+type streamCase struct {
+	name    string
+	policy  hedgegrpc.HedgingPolicy
+	timeout time.Duration
+	cancel  time.Duration // when the caller cancels; 0: never
+	sends   sends         // what a bidi caller sends after m1
+	scripts []script
+	want    streamResult
+}
+
+// streamA6Cases are the scenarios of TestStreamA6 and
+// TestServerStreamA6.
+func streamA6Cases() []streamCase {
 	const d = 100 * ms
 	hedging := func(max int) hedgegrpc.HedgingPolicy {
 		return hedgegrpc.HedgingPolicy{MaxAttempts: max, HedgingDelay: d, NonFatalStatusCodes: unavailable}
 	}
 	m1 := []string{"m1"}
-	tests := []struct {
-		name    string
-		policy  hedgegrpc.HedgingPolicy
-		timeout time.Duration
-		cancel  time.Duration // when the caller cancels; 0: never
-		sends   sends
-		scripts []script
-		want    streamResult
-	}{{
+	return []streamCase{{
 		name:    "the primary answers before the delay: no hedge",
 		policy:  hedging(3),
 		scripts: []script{answersAfter(50 * ms)},
@@ -220,27 +227,39 @@ func TestStreamA6(t *testing.T) {
 			{Attempt: 1, Received: m1, Start: d, End: 150 * ms, Canceled: true},
 		}},
 	}}
-	for _, tt := range tests {
+}
+
+// TestStreamA6 checks A6's hedging of a bidi stream against a real gRPC
+// server, in virtual time: every time is exact.
+func TestStreamA6(t *testing.T) {
+	for _, tt := range streamA6Cases() {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newStreamEnv(t, hedgeStreams(tt.policy, nil), map[string][]script{"c": tt.scripts}, false)
-				ctx := context.Background()
-				if tt.timeout > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, tt.timeout)
-					defer cancel()
-				}
-				if tt.cancel > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithCancel(ctx)
-					defer time.AfterFunc(tt.cancel, cancel).Stop()
-				}
-				if diff := cmp.Diff(tt.want, e.runStream(t, ctx, "c", tt.sends)); diff != "" {
+				if diff := cmp.Diff(tt.want, e.runStream(t, tt.ctx(t), "c", tt.sends)); diff != "" {
 					t.Errorf("(-want +got)\n%s", diff)
 				}
 			})
 		})
 	}
+}
+
+// ctx is the caller's context of tc: with its timeout, and cancelled at
+// its time, until the test ends.
+func (tc streamCase) ctx(t *testing.T) context.Context {
+	ctx := context.Background()
+	if tc.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+		t.Cleanup(cancel)
+	}
+	if tc.cancel > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		timer := time.AfterFunc(tc.cancel, cancel)
+		t.Cleanup(func() { timer.Stop() })
+	}
+	return ctx
 }
 
 // TestStreamThrottling drives A6's token bucket with streams: failures

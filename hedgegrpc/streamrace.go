@@ -33,7 +33,11 @@ type streamAttempt struct {
 	endErr    error              // io.EOF for OK; the status otherwise, or the streamer's error
 	finished  bool               // gRPC finished its stream (OnFinish ran), with finishErr
 	finishErr error
-	received  // what the caller's Header, Trailer and Peer options get if it wins
+	// endToCaller says that its stream ended without headers while the
+	// caller was in a call on it (a primary that led), which tells how
+	// it ended: the header goroutine leaves that to the caller.
+	endToCaller bool
+	received    // what the caller's Header, Trailer and Peer options get if it wins
 }
 
 // headerResult is what an attempt's header goroutine saw: headers, or
@@ -43,9 +47,10 @@ type headerResult struct {
 	err   error // io.EOF: ended OK
 }
 
-// race runs the call through hedge.Do until it commits, on a goroutine
-// of its own: the caller sends and receives meanwhile.
-func (s *stream) race() {
+// race runs the call through hedge.Do under p until it commits, on a
+// goroutine of its own: the caller sends and receives meanwhile.
+func (s *stream) race(p hedge.Policy[*streamAttempt]) {
+	growStack(0) // Do's frames and the decision's outgrow a new goroutine's stack
 	decided := false
 	defer func() {
 		if decided {
@@ -56,7 +61,6 @@ func (s *stream) race() {
 		pe, _ := recover().(*hedge.PanicError)
 		s.decide(nil, status.Error(codes.Internal, "hedgegrpc: an attempt panicked or called runtime.Goexit"), pe)
 	}()
-	p := s.m.stream
 	p.Budget = s
 	a, err := hedge.Do(&s.ctx, p, s.attempt)
 	decided = true
@@ -95,6 +99,10 @@ func (s *stream) Done(ctx context.Context, k int, o hedge.Outcome) {
 // stream, replays the buffer on it and returns when the stream has
 // headers or has ended, or when a forced commit picks it.
 func (s *stream) attempt(ctx context.Context) (a *streamAttempt, err error) {
+	if s.leading && hedge.Attempt(ctx) == 0 {
+		return s.follow(ctx)
+	}
+	growStack(0) // before the streamer, while the stack is shallow
 	a = &streamAttempt{k: hedge.Attempt(ctx), force: make(chan struct{}),
 		headerCh: make(chan headerResult, 1), drained: make(chan struct{}), live: true}
 	s.started.Add(1)
@@ -107,7 +115,8 @@ func (s *stream) attempt(ctx context.Context) (a *streamAttempt, err error) {
 	defer s.leave(a, &err)
 
 	opts := s.out.ask(append(make([]grpc.CallOption, 0, len(s.opts)+4), s.opts...), &a.received, false, false)
-	opts = append(opts, grpc.OnFinish(func(err error) { s.finished(a, err) }))
+	att := a // the named result is written as the function returns
+	opts = append(opts, grpc.OnFinish(func(err error) { s.finished(att, err) }))
 	// The stream gets a context of its own: Do ends a loser's, but once
 	// it has returned, the caller's context ends the winner's only if it
 	// has a deadline; decide links the two.
@@ -129,6 +138,12 @@ func (s *stream) attempt(ctx context.Context) (a *streamAttempt, err error) {
 	}
 	go s.pump(ctx, a)
 	go s.awaitHeader(a)
+	return s.await(ctx, a)
+}
+
+// await waits until attempt a's stream has headers, or has ended without
+// them, or a forced commit picks a, and returns a's outcome.
+func (s *stream) await(ctx context.Context, a *streamAttempt) (*streamAttempt, error) {
 	var r headerResult
 	select {
 	case r = <-a.headerCh:
@@ -142,6 +157,9 @@ func (s *stream) attempt(ctx context.Context) (a *streamAttempt, err error) {
 		s.mu.Unlock()
 		r = <-a.headerCh
 	case <-ctx.Done():
+		if a == &s.prim {
+			s.endFirst(context.Cause(ctx)) // its stream's context is not Do's
+		}
 		return a, status.FromContextError(ctx.Err()).Err()
 	}
 	if !r.ended {
@@ -153,7 +171,7 @@ func (s *stream) attempt(ctx context.Context) (a *streamAttempt, err error) {
 	if r.err == io.EOF {
 		return a, nil // OK without headers: commit
 	}
-	return a, s.pushback(ctx, a.k, cs.Trailer(), r.err)
+	return a, s.pushback(ctx, a.k, a.cs.Trailer(), r.err)
 }
 
 // leave marks a's function returned. If a forced commit was waiting for
@@ -170,11 +188,19 @@ func (s *stream) leave(a *streamAttempt, err *error) {
 // awaitHeader waits for a's response headers, or for its stream to end
 // without them; then it fetches the status.
 func (s *stream) awaitHeader(a *streamAttempt) {
+	growStack(0) // before grpc-go's Header, while the stack is shallow
 	h, err := a.cs.Header()
 	s.mu.Lock()
 	if a.accepted {
 		s.mu.Unlock()
 		return // a forced commit won the race: the caller owns RecvMsg now
+	}
+	if h == nil && s.inline && a == &s.prim {
+		// The caller's RecvMsg or Header is in the stream: a RecvMsg here
+		// would race it, and it tells how the stream ended (firstSaid).
+		a.endToCaller = true
+		s.mu.Unlock()
+		return
 	}
 	a.seen = true
 	s.mu.Unlock()
@@ -194,6 +220,7 @@ func (s *stream) awaitHeader(a *streamAttempt) {
 // later; after the commit, the winner's pump finishes the buffer and
 // stops, and the caller sends on the winner's stream directly.
 func (s *stream) pump(ctx context.Context, a *streamAttempt) {
+	growStack(0) // before grpc-go's SendMsg, while the stack is shallow
 	defer close(a.drained)
 	for {
 		s.mu.Lock()
@@ -257,6 +284,11 @@ func (s *stream) forceLocked() {
 	if s.forced || s.decided {
 		return
 	}
+	if s.leading && s.phase == leading {
+		s.settleFirstLocked(&s.prim, nil, hedge.Accept) // the only attempt: it wins
+		s.mu.Lock()
+		return
+	}
 	s.forced = true
 	s.retargetLocked()
 }
@@ -280,7 +312,9 @@ func (s *stream) retargetLocked() {
 func (s *stream) openLocked() {
 	if !s.opened {
 		s.opened = true
-		close(s.ready)
+		if s.ready != nil {
+			close(s.ready)
+		}
 	}
 }
 
@@ -301,7 +335,9 @@ func (s *stream) decide(a *streamAttempt, err error, pe *hedge.PanicError) {
 		for i := range min(a.next, len(s.sent)) {
 			s.sent[i] = nil // sent already: only the rest is owed
 		}
-		if !a.finished {
+		if !a.finished && a.cancel != nil && s.ctx.Context.Done() != nil {
+			// A primary on the caller's goroutine needs no link: its
+			// context is the caller's own.
 			a.unlink = context.AfterFunc(s.ctx.Context, a.cancel)
 		}
 	}
@@ -310,6 +346,9 @@ func (s *stream) decide(a *streamAttempt, err error, pe *hedge.PanicError) {
 	s.signalLocked()
 	deliver := s.deliverLocked()
 	s.mu.Unlock()
+	if s.leading && a != &s.prim {
+		s.lostFirst(a, pe)
+	}
 	deliver()
 }
 
@@ -323,7 +362,11 @@ func (s *stream) finished(a *streamAttempt, err error) {
 	if unlink != nil {
 		unlink()
 	}
-	a.cancel()
+	if a.cancel != nil {
+		a.cancel()
+	} else {
+		s.endFirst(nil) // the primary's, which ran on the caller's goroutine
+	}
 	deliver()
 }
 

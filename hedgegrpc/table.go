@@ -16,6 +16,11 @@ type method struct {
 	unary  hedge.Policy[*unaryAttempt]  // Budget is set per call; unused when not hedged
 	stream hedge.Policy[*streamAttempt] // likewise
 	max    int                          // attempts per call, after the cap; 1: sent once, not hedged
+	// fixed is the delay of every hedge when the policy gives no Delay of
+	// its own and hedgingDelay is above 0; 0 otherwise. A unary call of
+	// such a method runs its primary on the caller's goroutine until the
+	// first hedge is due (see lead.go).
+	fixed time.Duration
 	// nonFatal has bit c set for a code c that lets a hedged call go on,
 	// and that drains the token bucket, hedged or not.
 	nonFatal uint32
@@ -46,9 +51,10 @@ func (m *method) isNonFatal(c codes.Code) bool { return c < 32 && m.nonFatal&(1<
 
 // newMethod returns the method of max attempts per call, hedged at delay,
 // with the codes of nonFatal, and timeout (0: none) as the bound of the
-// whole call.
-func newMethod(max int, nonFatal uint32, delay hedge.Delay, timeout time.Duration) *method {
-	m := &method{max: max, nonFatal: nonFatal}
+// whole call. fixed is delay's own value when it is a fixed one of the
+// policy's hedgingDelay, 0 otherwise.
+func newMethod(max int, nonFatal uint32, delay hedge.Delay, fixed, timeout time.Duration) *method {
+	m := &method{max: max, nonFatal: nonFatal, fixed: fixed}
 	if max > 1 {
 		m.unary = hedge.Policy[*unaryAttempt]{Delay: delay, MaxAttempts: max, Timeout: timeout, Classify: m.classifyUnary}
 		m.stream = hedge.Policy[*streamAttempt]{Delay: delay, MaxAttempts: max, Timeout: timeout, Classify: m.classifyStream}
@@ -194,7 +200,7 @@ func (e entry) apply(m *method) *method {
 	case e.timeout == 0:
 		return &method{max: 1, nonFatal: m.nonFatal}
 	}
-	bounded := newMethod(m.max, m.nonFatal, m.unary.Delay, e.timeout)
+	bounded := newMethod(m.max, m.nonFatal, m.unary.Delay, m.fixed, e.timeout)
 	bounded.unary.Observer, bounded.stream.Observer = m.unary.Observer, m.stream.Observer
 	return bounded
 }

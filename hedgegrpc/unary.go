@@ -21,10 +21,19 @@ import (
 // never again, as grpc-go's retries do. Those calls count in the token
 // bucket too.
 //
-// Attempts send a copy of req, taken before the first one starts, and
-// receive into replies of their own: a loser may still be sending or
-// receiving after Unary returns, when the caller is free to reuse req and
-// reply. The copy costs one proto.Clone per call.
+// When the policy hedges at a fixed hedgingDelay above 0 (it has no
+// Delay of its own), the primary runs on the caller's goroutine, with
+// req and reply as they are, and a call it answers before the first
+// hedge is due costs little more than a plain one: no goroutine, no copy.
+// When a hedge falls due first, hedge.Do takes over the race, the primary
+// running on as its attempt 0; Unary returns once the call is decided and
+// the primary's invoker has returned, which it does at once when its
+// context is cancelled, as grpc-go's does. With any other policy, every
+// attempt, the primary included, runs under hedge.Do from the start.
+// Attempts other than such a primary send a copy of req, taken before
+// they start, and receive into replies of their own: a loser may still be
+// sending or receiving after Unary returns, when the caller is free to
+// reuse req and reply. The copy costs one proto.Clone per hedged call.
 //
 // An attempt commits the call, as A6 says, once the server has sent
 // response headers. Unary learns of them when the attempt ends, unless
@@ -44,7 +53,7 @@ import (
 // does it when the caller's context's deadline passes, and one with
 // codes.Canceled when the caller cancels it, as grpc-go does. If an
 // attempt (that is, invoker) panics, Unary panics with a
-// *hedge.PanicError.
+// *hedge.PanicError; if it calls runtime.Goexit, so does Unary.
 func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	t := in.table()
 	m := t.lookup(method)
@@ -53,25 +62,22 @@ func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 	if m == nil || !m.hedged() || !ok || !reqOK || proto.Size(reqMsg)+frameHeader > bufferLimit(opts) {
 		return t.once(ctx, m, method, req, reply, cc, invoker, opts)
 	}
-	// Everything attempts read of the caller's is copied here, before the
-	// first starts: losers may run on after Unary returns.
-	c := &call{invoker: invoker, cc: cc, method: method,
-		req: proto.Clone(reqMsg), replyType: msg.ProtoReflect().Type()}
+	c := &call{invoker: invoker, cc: cc, method: method, callerReq: reqMsg, reply: msg}
 	c.m, c.bucket = m, t.bucket
 	c.ctx = callCtx{ctx, method, c}
-	c.opts, c.out = split(opts)
-	p := m.unary
-	p.Budget = &c.throttle
-	a, err := hedge.Do(&c.ctx, p, c.attempt)
-	if err != nil {
-		if cerr := callError(ctx, err); cerr != nil {
-			a, err = nil, cerr // no attempt's answer: the call's deadline passed, or the caller gave up
-		}
+	c.rest, c.out = split(opts)
+	var a *unaryAttempt
+	var err error
+	if m.fixed > 0 {
+		a, err = c.lead()
+	} else {
+		c.copyForAttempts()
+		a, err = c.race(m.unary)
 	}
 	if a != nil && c.out != nil {
 		c.out.deliver(&a.received)
 	}
-	if err == nil {
+	if err == nil && a.reply != msg {
 		proto.Reset(msg)
 		proto.Merge(msg, a.reply)
 	}
@@ -81,6 +87,29 @@ func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 		}
 	}
 	return err
+}
+
+// race runs the call's attempts through hedge.Do under p, and returns the
+// attempt whose answer the call returns (nil for a context's error) and
+// the call's error, as grpc-go returns it.
+func (c *call) race(p hedge.Policy[*unaryAttempt]) (*unaryAttempt, error) {
+	p.Budget = &c.throttle
+	a, err := hedge.Do(&c.ctx, p, c.attempt)
+	if err != nil {
+		if cerr := callError(c.ctx.Context, err); cerr != nil {
+			return nil, cerr // no attempt's answer: the call's deadline passed, or the caller gave up
+		}
+	}
+	return a, err
+}
+
+// copyForAttempts copies what attempts read of the caller's before the
+// first of those hedge.Do runs starts: losers may run on after Unary
+// returns, when the caller may change req and reuse its options' slice.
+func (c *call) copyForAttempts() {
+	c.req = proto.Clone(c.callerReq)
+	c.replyType = c.reply.ProtoReflect().Type()
+	c.opts = own(c.rest, c.out)
 }
 
 // unaryAttempt is what one attempt received: a reply of its own, and its
@@ -108,27 +137,54 @@ type call struct {
 	invoker   grpc.UnaryInvoker
 	cc        *grpc.ClientConn
 	method    string
-	req       proto.Message            // a copy of the caller's; attempts only read it
+	callerReq proto.Message     // the caller's request, which only a primary on its goroutine sends
+	reply     proto.Message     // the caller's reply
+	rest      []grpc.CallOption // the caller's options less those in out; may be the caller's slice
+	out       *outputs          // nil: the caller asked for none
+	watch     atomic.Pointer[watch]
+
+	// What the attempts that hedge.Do runs read, copied before the first
+	// of them starts (copyForAttempts); they only read it.
+	req       proto.Message            // a copy of the caller's
 	replyType protoreflect.MessageType // the caller's reply's, which attempts never touch
-	opts      []grpc.CallOption        // a copy of the caller's, less those in out
-	out       *outputs                 // nil: the caller asked for none
-	watch     atomic.Pointer[watch]    // made when CommitOnHeaders tags the first attempt
+	opts      []grpc.CallOption        // a copy of rest
+
+	primary // the primary, when it runs on the caller's goroutine
 }
 
 // attempt is the function hedge.Do runs for each attempt.
 func (c *call) attempt(ctx context.Context) (*unaryAttempt, error) {
-	growStack(0) // before the invoker, while the stack is shallow
 	k := hedge.Attempt(ctx)
+	if k == 0 && c.leading {
+		return c.follow(ctx)
+	}
+	growStack(0) // before the invoker, while the stack is shallow
 	c.started.Add(1)
 	a := &unaryAttempt{reply: c.replyType.New().Interface()}
 	// A slice per attempt: attempts appending to the shared c.opts would
 	// race for its spare capacity.
-	// The header tells a failure after headers, which A6 commits to,
-	// from one with trailers only; it changes the outcome only of a
-	// failure whose code would let the call go on.
-	opts := c.out.ask(append(make([]grpc.CallOption, 0, len(c.opts)+3), c.opts...), &a.received, true, c.m.nonFatal != 0)
+	opts := c.ask(make([]grpc.CallOption, 0, len(c.opts)+3), c.opts, a)
 	err := c.invoker(withPreviousAttempts(ctx, k), c.method, c.req, a.reply, c.cc, opts...)
 	c.untag(k)
+	if !c.committed(k, a) {
+		return a, err
+	}
+	return a, c.settle(ctx, k, a, err)
+}
+
+// ask returns buf with opts and the options that collect into a what the
+// call needs of an attempt: always the trailer, for a pushback; the
+// header, which tells a failure after headers, which A6 commits to, from
+// one with trailers only, when it can change an outcome (a failure whose
+// code would let the call go on); and what the caller asked for.
+func (c *call) ask(buf, opts []grpc.CallOption, a *unaryAttempt) []grpc.CallOption {
+	return c.out.ask(append(buf, opts...), &a.received, true, c.m.nonFatal != 0)
+}
+
+// committed notes in a whether the call had committed to an attempt
+// (CommitOnHeaders) when attempt k ended, and reports false if it had
+// committed to another: a then decides nothing.
+func (c *call) committed(k int, a *unaryAttempt) bool {
 	switch n := c.commit.Load(); {
 	case n == 0:
 	case int(n) == k+1:
@@ -136,20 +192,27 @@ func (c *call) attempt(ctx context.Context) (*unaryAttempt, error) {
 	default:
 		a.commit = committedElsewhere
 		c.lost.Or(1 << k)
-		return a, err
+		return false
 	}
+	return true
+}
+
+// settle applies what attempt k's failure says beyond its code, and
+// returns err: a failure after response headers, which committed the call
+// to it (A6), drains the token bucket if its code is non-fatal, although
+// it ends the call; any other failure obeys its pushback, which may wait
+// (only for a failure that lets the call go on: see throttle.pushback).
+func (c *call) settle(ctx context.Context, k int, a *unaryAttempt, err error) error {
 	switch {
 	case err == nil:
 	case a.commit == committedHere, a.header != nil:
-		// The server sent headers before it failed, which committed the
-		// call to this attempt (A6): classify ends the call with it.
 		if c.m.isNonFatal(codeOf(err)) {
 			c.drains.Or(1 << k)
 		}
 	default:
 		err = c.pushback(ctx, k, a.trailer, err)
 	}
-	return a, err
+	return err
 }
 
 // classifyUnary is the unary policies' classifier: the method's, except
