@@ -1,13 +1,11 @@
 package hedge_test
 
 import (
-	"context"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/tailcut/hedge"
-	"github.com/tailcut/hedge/internal/lab"
 )
 
 // A client that pauses between bursts of calls is not surging when it
@@ -20,14 +18,7 @@ func TestAdaptivePauseIsNoSurge(t *testing.T) {
 		p := hedge.Auto[int]()
 		var stats hedge.Stats
 		p.Observer = &stats
-		calls := func(from, to int) {
-			for i := from; i < to; i++ {
-				hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
-					return i, lab.Wait(ctx, lab.FastSlow.Latency(i, hedge.Attempt(ctx)))
-				})
-				synctest.Wait()
-			}
-		}
+		calls := func(from, to int) { calls90(t, p, from, to) }
 		calls(0, 8000)
 		time.Sleep(10 * time.Minute) // the client idles, in the bubble's time
 		stats = hedge.Stats{}

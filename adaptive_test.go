@@ -302,14 +302,7 @@ func TestAdaptiveLearnsThroughDo(t *testing.T) {
 		p := hedge.Auto[int]()
 		var stats hedge.Stats
 		p.Observer = &stats
-		calls := func(from, to int) {
-			for i := from; i < to; i++ {
-				hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
-					return i, lab.Wait(ctx, lab.FastSlow.Latency(i, hedge.Attempt(ctx)))
-				})
-				synctest.Wait()
-			}
-		}
+		calls := func(from, to int) { calls90(t, p, from, to) }
 		calls(0, 500)
 		if s := stats.Snapshot(); s.Attempts != 500 {
 			t.Errorf("the first 500 calls: %d attempts, want no hedge before the plan is known to hold", s.Attempts)
@@ -326,6 +319,17 @@ func TestAdaptiveLearnsThroughDo(t *testing.T) {
 				s.Amplification(), s.WinRate())
 		}
 	})
+}
+
+// calls90 makes calls [from, to) of the 90/10 upstream through p, one
+// after another, in a synctest bubble.
+func calls90(t *testing.T, p hedge.Policy[int], from, to int) {
+	for i := from; i < to; i++ {
+		hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+			return i, lab.Wait(ctx, lab.FastSlow.Latency(i, hedge.Attempt(ctx)))
+		})
+		synctest.Wait()
+	}
 }
 
 // learn90 feeds a the primaries' latencies of calls [from, to) of the
