@@ -102,7 +102,11 @@ type HedgingPolicy struct {
 
 	// Delay, if set, replaces HedgingDelay with a delay source of the core
 	// module, such as &hedge.Percentile{} to hedge at the learned p95 of
-	// this method. One Delay serves every method under this name, and a
+	// this method. &hedge.Adaptive{} is the production setup: a learned
+	// plan, and, as a Delay that is also a Budget, its own bound on extra
+	// attempts, its win rate and its breaker beside the channel's token
+	// bucket (set MaxAttempts to 3, or more, for its plans of two
+	// hedges). One Delay serves every method under this name, and a
 	// learned one learns from all of them: give each method its own name
 	// (and its own Delay) to learn each apart. It must be safe for
 	// concurrent use.

@@ -24,6 +24,17 @@ type method struct {
 	// nonFatal has bit c set for a code c that lets a hedged call go on,
 	// and that drains the token bucket, hedged or not.
 	nonFatal uint32
+	// guard is the policy's Delay when it is a hedge.Budget and a
+	// hedge.Releaser too, as a hedge.Adaptive is: it then bounds the
+	// method's attempts beside the token bucket. Nil otherwise.
+	guard guard
+}
+
+// guard is a budget that can take back a grant: what a learned delay
+// that keeps its own bound, as hedge.Adaptive does, is besides.
+type guard interface {
+	hedge.Budget
+	hedge.Releaser
 }
 
 // unhedged is the method of a call that no name hedges and no entry of
@@ -55,6 +66,7 @@ func (m *method) isNonFatal(c codes.Code) bool { return c < 32 && m.nonFatal&(1<
 // policy's hedgingDelay, 0 otherwise.
 func newMethod(max int, nonFatal uint32, delay hedge.Delay, fixed, timeout time.Duration) *method {
 	m := &method{max: max, nonFatal: nonFatal, fixed: fixed}
+	m.guard, _ = delay.(guard)
 	if max > 1 {
 		m.unary = hedge.Policy[*unaryAttempt]{Delay: delay, MaxAttempts: max, Timeout: timeout, Classify: m.classifyUnary}
 		m.stream = hedge.Policy[*streamAttempt]{Delay: delay, MaxAttempts: max, Timeout: timeout, Classify: m.classifyStream}

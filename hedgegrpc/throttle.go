@@ -45,19 +45,41 @@ type throttle struct {
 }
 
 // Allow grants an extra attempt unless the call has committed, pushback
-// holds it back or the token bucket refuses it.
+// holds it back, the method's guard (a learned delay's own budget)
+// refuses it or the token bucket does. Both hear the primary too.
 func (t *throttle) Allow(ctx context.Context, k int) bool {
 	if k >= 1 && (t.held.Load() != 0 || t.commit.Load() != 0) {
 		return false
 	}
-	return t.bucket == nil || t.bucket.Allow(ctx, k)
+	g := t.m.guard
+	if g != nil && !g.Allow(ctx, k) && k >= 1 {
+		return false
+	}
+	if t.bucket == nil || t.bucket.Allow(ctx, k) {
+		return true
+	}
+	if g != nil && k >= 1 {
+		g.Release(ctx, k) // the bucket refused what the guard granted
+	}
+	return false
 }
 
-// Done ends attempt k's pushback hold and tells the token bucket how it
-// ended.
+// Done ends attempt k's pushback hold and tells the token bucket and the
+// method's guard how it ended.
 func (t *throttle) Done(ctx context.Context, k int, o hedge.Outcome) {
 	t.release(k)
 	t.count(ctx, k, o)
+	if g := t.m.guard; g != nil {
+		g.Done(ctx, k, o)
+	}
+}
+
+// Release gives the method's guard back what it granted for attempt k,
+// which never started. The token bucket takes nothing on a grant.
+func (t *throttle) Release(ctx context.Context, k int) {
+	if g := t.m.guard; g != nil {
+		g.Release(ctx, k)
+	}
 }
 
 // release ends attempt k's pushback hold, if it has one.
