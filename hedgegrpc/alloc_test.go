@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -63,7 +64,15 @@ func callAllocs(t *testing.T, stream bool, opts ...grpc.DialOption) float64 {
 	for range 100 {
 		call() // the channel's buffers and pools warm up
 	}
-	return testing.AllocsPerRun(200, call)
+	// The median of five counts: under the race detector, sync.Pool drops
+	// what is put back at random, which moves grpc-go's own count by one
+	// now and then.
+	var n [5]float64
+	for i := range n {
+		n[i] = testing.AllocsPerRun(200, call)
+	}
+	slices.Sort(n[:])
+	return n[len(n)/2]
 }
 
 // fastPathOptions are the dial options of a channel that hedges Health's
