@@ -2,6 +2,7 @@ package hedgegrpc_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -32,4 +33,15 @@ func TestAdaptiveGuardsTheMethod(t *testing.T) {
 			t.Errorf("the Adaptive's breaker opened %d times over 120 failed primaries, want once", n)
 		}
 	})
+}
+
+// A hedge.Adaptive plans up to two hedges, which maxAttempts 2 would cut:
+// New says so, naming the setting, rather than failing every call.
+func TestAdaptiveWithTwoAttemptsFailsInNew(t *testing.T) {
+	_, err := hedgegrpc.New(hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{
+		"pkg.Svc/Get": {MaxAttempts: 2, Delay: &hedge.Adaptive{}},
+	}})
+	if !errors.Is(err, hedgegrpc.ErrInvalidConfig) || !errors.Is(err, hedge.ErrInvalidPolicy) {
+		t.Errorf("New = %v, want an ErrInvalidConfig that wraps hedge.ErrInvalidPolicy", err)
+	}
 }

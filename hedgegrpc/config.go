@@ -170,13 +170,14 @@ func (p HedgingPolicy) compile(limit int) (*method, error) {
 		}
 		nonFatal |= 1 << c
 	}
+	attempts := min(p.MaxAttempts, limit)
 	delay, fixed := p.Delay, time.Duration(0)
 	if delay == nil {
 		delay, fixed = hedge.Fixed(p.HedgingDelay), p.HedgingDelay
-	} else if err := checkDelay(delay); err != nil {
+	} else if err := checkDelay(delay, attempts); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return newMethod(min(p.MaxAttempts, limit), nonFatal, delay, fixed, 0), nil
+	return newMethod(attempts, nonFatal, delay, fixed, 0), nil
 }
 
 // errProbe ends checkDelay's probe call. Permanent, so that a learned
@@ -185,12 +186,15 @@ func (p HedgingPolicy) compile(limit int) (*method, error) {
 var errProbe = hedge.Permanent(errors.New("hedgegrpc: probe"))
 
 // checkDelay reports the error hedge.Do would return, from every call,
-// for a Delay with bad settings (a Percentile with Quantile 2, say). The
-// core validates delays only inside Do, so New asks Do once, with a
-// single attempt, which never consults the Delay: a bad setting is then
-// an error at construction, not a failure of every later call.
-func checkDelay(d hedge.Delay) error {
-	_, err := hedge.Do(context.Background(), hedge.Policy[struct{}]{Delay: d, MaxAttempts: 1},
+// for a Delay with bad settings (a Percentile with Quantile 2, say), or
+// one that max attempts would cut (a hedge.Adaptive, whose plans of two
+// hedges a max of 2 cuts). The core validates delays only inside Do, so
+// New asks Do once, with a call whose one attempt fails at once and
+// terminally, so that no hedge starts and nothing is learned: a bad
+// setting is then an error at construction, not a failure of every
+// later call.
+func checkDelay(d hedge.Delay, max int) error {
+	_, err := hedge.Do(context.Background(), hedge.Policy[struct{}]{Delay: d, MaxAttempts: max},
 		func(context.Context) (struct{}, error) { return struct{}{}, errProbe })
 	if errors.Is(err, hedge.ErrInvalidPolicy) {
 		return err
