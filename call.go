@@ -58,7 +58,7 @@ type call[T any] struct {
 	nextAt    time.Duration // when the next timed hedge is due; never: none
 	lastDelay time.Duration // the delay that set nextAt
 	started   int32         // attempts claimed, the primary included
-	inflight  int32         // claimed attempts whose fn has not returned
+	inflight  int32         // claimed attempts whose fn has not returned, but for tied ones (see Started)
 	retryDue  int8          // retryable results owed an attempt at once; at most max
 	claiming  bool          // a goroutine asks the hooks for an attempt, outside mu
 	kick      bool          // a step is due now; start it after unlocking
@@ -352,7 +352,7 @@ func (c *call[T]) claimFirst() (a *attemptCtx) {
 func (c *call[T]) start(k int, now, d time.Duration) *attemptCtx {
 	a := &c.primary
 	if k > 0 {
-		a = &attemptCtx{parent: c.primary.parent, deadline: c.primary.deadline}
+		a = &attemptCtx{parent: c.primary.parent, deadline: c.primary.deadline, owner: c}
 		c.last.next = a
 	}
 	a.n, a.at = c.primary.n+int32(k), now
