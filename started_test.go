@@ -387,6 +387,42 @@ func TestStartedRefundsARatioBudget(t *testing.T) {
 	}
 }
 
+// A WinRateBudget that holds credit for one hedge and learns from the
+// last hedge alone: a hedge that a tie cancelled did not lose a race, so
+// every call may hedge; hedges that ran and lost stop the next ones.
+func TestStartedIsNoLostRaceForAWinRateBudget(t *testing.T) {
+	tests := []struct {
+		name   string
+		stages []stage
+		want   []int // attempts of each call
+	}{
+		{"tied", []stage{{queue: 15 * ms, work: 15 * ms}, {queue: -1}}, []int{2, 2, 2, 2}},
+		{"lost", []stage{{queue: 0, work: 30 * ms}, {queue: 0, work: 90 * ms}}, []int{2, 1, 1, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b, err := hedge.NewWinRateBudget(hedge.WinRateConfig{Burst: 1, Samples: 1, Probe: 0.001})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []int
+				p := hedge.Policy[int]{
+					Delay: hedge.Fixed(10 * ms), Budget: b,
+					Observer: hedge.ObserverFunc(func(_ context.Context, r hedge.Report) { got = append(got, r.Attempts) }),
+				}
+				for range tt.want {
+					hedge.Do(t.Context(), p, newServer(tt.stages...).fn)
+					time.Sleep(time.Second) // every attempt has ended
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("attempts per call (-want +got)\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
 // learnLog is a fixed delay that notes what its Learner hears.
 type learnLog struct {
 	hedge.Delay
