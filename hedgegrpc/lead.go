@@ -109,7 +109,7 @@ func (c *call) lead() (*unaryAttempt, error) {
 	c.first.reply = c.reply
 	c.started.Add(1)
 	c.timer = time.AfterFunc(m.fixed, c.due)
-	c.tied = m.signals.Load()
+	c.tied = !c.untied && m.signals.Load()
 	opts := c.ask(c.buf[:0], c.rest, &c.first, c.tied)
 	pctx := withPreviousAttempts(c.pctx, 0)
 	if c.tied {

@@ -96,7 +96,7 @@ func (in *Interceptor) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 	if !desc.ClientStreams && m.fixed > 0 {
 		return s.lead()
 	}
-	s.tied = true
+	s.tied = !in.untied
 	s.more, s.ready, s.done = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go s.race(m.stream)
 	return s.opening()

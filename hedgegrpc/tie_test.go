@@ -458,15 +458,20 @@ func TestTieUnaryTCP(t *testing.T) {
 // hedgingDelay, whose primary runs on the caller's goroutine, do too,
 // but for the primary, until a hedge has found that the method's servers
 // signal: its first call's primary does not ask, and a server's
-// Admission sends it its headers as usual.
+// Admission sends it its headers as usual. With DisableTies, no attempt
+// asks, and no answer carries the signal.
 func TestTieAsked(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		policy hedgegrpc.HedgingPolicy
-		want   []string
+		name    string
+		policy  hedgegrpc.HedgingPolicy
+		untied  bool
+		want    []string
+		started string // StartedKey in the winner's headers
 	}{
-		{"Delay", hedgegrpc.HedgingPolicy{MaxAttempts: 2, Delay: hedge.Fixed(tieDelay)}, []string{"0:1", "1:1", "0:1", "1:1"}},
-		{"hedgingDelay", hedgegrpc.HedgingPolicy{MaxAttempts: 2, HedgingDelay: tieDelay}, []string{"0:", "1:1", "0:1", "1:1"}},
+		{"Delay", hedgegrpc.HedgingPolicy{MaxAttempts: 2, Delay: hedge.Fixed(tieDelay)}, false, []string{"0:1", "1:1", "0:1", "1:1"}, "1"},
+		{"hedgingDelay", hedgegrpc.HedgingPolicy{MaxAttempts: 2, HedgingDelay: tieDelay}, false, []string{"0:", "1:1", "0:1", "1:1"}, "1"},
+		{"DisableTies", hedgegrpc.HedgingPolicy{MaxAttempts: 2, Delay: hedge.Fixed(tieDelay)}, true, []string{"0:", "1:", "0:", "1:"}, ""},
+		{"DisableTies, hedgingDelay", hedgegrpc.HedgingPolicy{MaxAttempts: 2, HedgingDelay: tieDelay}, true, []string{"0:", "1:", "0:", "1:"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -480,7 +485,8 @@ func TestTieAsked(t *testing.T) {
 					}
 					return &healthpb.HealthCheckResponse{}, nil
 				}}
-				cfg := hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{"grpc.health.v1.Health/Check": tc.policy}}
+				cfg := hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{"grpc.health.v1.Health/Check": tc.policy},
+					DisableTies: tc.untied}
 				r := startReplicas(t, svc, cfg, gates(&admit.Gate{Limit: 4}), func(string, string) int { return 0 })
 				var got []string
 				for range 2 {
@@ -488,8 +494,8 @@ func TestTieAsked(t *testing.T) {
 					if _, err := r.client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&header)); err != nil {
 						t.Fatal(err)
 					}
-					if s := firstOf(header.Get(hedgegrpc.StartedKey)); s != "1" {
-						t.Errorf("the winner's headers hold StartedKey %q, want 1", s)
+					if s := firstOf(header.Get(hedgegrpc.StartedKey)); s != tc.started {
+						t.Errorf("the winner's headers hold StartedKey %q, want %q", s, tc.started)
 					}
 					got = append(got, <-asked, <-asked)
 					r.visits(t, 2)

@@ -49,7 +49,8 @@ import (
 // execution turns slow. Such attempts go through the channel's stream
 // interceptors, not through the unary interceptors chained after the
 // Interceptor. Against servers without Admission, which send no signal,
-// attempts go through invoker as they would untied. A method hedged at a
+// attempts go through invoker as they would untied; Config.DisableTies
+// keeps them there. A method hedged at a
 // fixed hedgingDelay above 0 does not tie: its primary runs on the
 // caller's goroutine, through invoker. Against a server that answers at
 // once, asking costs a call 2 allocations more than an untied one, and
@@ -83,7 +84,7 @@ func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 	if m == nil || !m.hedged() || !ok || !reqOK || proto.Size(reqMsg)+frameHeader > bufferLimit(opts) {
 		return t.once(ctx, m, method, req, reply, cc, invoker, opts)
 	}
-	c := &call{invoker: invoker, cc: cc, method: method, callerReq: reqMsg, reply: msg}
+	c := &call{invoker: invoker, cc: cc, method: method, callerReq: reqMsg, reply: msg, untied: in.untied}
 	c.m, c.bucket = m, t.bucket
 	c.ctx = callCtx{ctx, method, c}
 	c.rest, c.out = split(opts)
@@ -163,6 +164,7 @@ type call struct {
 	rest      []grpc.CallOption // the caller's options less those in out; may be the caller's slice
 	out       *outputs          // nil: the caller asked for none
 	watch     atomic.Pointer[watch]
+	untied    bool // Config.DisableTies: no attempt asks for the start signal
 
 	// What the attempts that hedge.Do runs read, copied before the first
 	// of them starts (copyForAttempts); they only read it.
@@ -184,11 +186,14 @@ func (c *call) attempt(ctx context.Context) (*unaryAttempt, error) {
 	a := &unaryAttempt{reply: c.replyType.New().Interface()}
 	// A slice per attempt: attempts appending to the shared c.opts would
 	// race for its spare capacity.
-	opts := c.ask(make([]grpc.CallOption, 0, len(c.opts)+3), c.opts, a, true)
+	opts := c.ask(make([]grpc.CallOption, 0, len(c.opts)+3), c.opts, a, !c.untied)
 	var err error
-	if c.m.signals.Load() {
+	switch {
+	case c.untied:
+		err = c.invoker(withPreviousAttempts(ctx, k), c.method, c.req, a.reply, c.cc, opts...)
+	case c.m.signals.Load():
 		err = c.invokeTied(askStart(ctx, k), c.req, a.reply, opts, false)
-	} else {
+	default:
 		err = c.invoker(askStart(ctx, k), c.method, c.req, a.reply, c.cc, opts...)
 		if startSignal(a.header) {
 			c.m.signals.Store(true) // the method's later calls watch their headers
