@@ -26,6 +26,7 @@ type attemptCtx struct {
 	next     *attemptCtx   // the call's attempts, in start order
 	at       time.Duration // when it started, from the call's start, by the policy's clock
 	n        int32
+	retry    bool // it started at once for a retryable result, not at its delay
 
 	// Once detached, the winner's own deadline ends it: followParent says
 	// that deadline is the caller's own, so the caller's context ends it

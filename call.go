@@ -61,6 +61,7 @@ type call[T any] struct {
 	inflight  int32         // claimed attempts whose fn has not returned
 	retryDue  int8          // retryable results owed an attempt at once; at most max
 	claiming  bool          // a goroutine asks the hooks for an attempt, outside mu
+	retrying  bool          // the attempt being claimed is owed to a retryable result
 	kick      bool          // a step is due now; start it after unlocking
 	letGo     bool          // the call was just decided: let Do go after unlocking
 	hasSeen   bool          // seen holds this turn's clock reading
@@ -246,12 +247,14 @@ func (c *call[T]) due(now time.Duration) int {
 		return 0
 	case retry:
 		c.retryDue--
+		c.retrying = true
 		if now >= c.sched {
 			c.skips++
 			return 0
 		}
 	default:
 		c.nextAt = never
+		c.retrying = false
 		if !worthStarting(now, c.sched, c.lastDelay) {
 			c.skips++
 			return 0
@@ -352,7 +355,7 @@ func (c *call[T]) claimFirst() (a *attemptCtx) {
 func (c *call[T]) start(k int, now, d time.Duration) *attemptCtx {
 	a := &c.primary
 	if k > 0 {
-		a = &attemptCtx{parent: c.primary.parent, deadline: c.primary.deadline}
+		a = &attemptCtx{parent: c.primary.parent, deadline: c.primary.deadline, retry: c.retrying}
 		c.last.next = a
 	}
 	a.n, a.at = c.primary.n+int32(k), now

@@ -223,6 +223,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		}
 		for a := c.primary.next; a != nil; a = a.next {
 			report.Started[c.local(a)] = a.at
+			report.Retry[c.local(a)] = a.retry
 		}
 	}
 	c.val = zero // the call may outlive Do in a loser; do not pin the result
