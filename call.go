@@ -37,8 +37,8 @@ type call[T any] struct {
 	classify func(T, error) Outcome // nil: classifyErr, without a generic func value's allocation
 	budget   Budget
 	discard  func(T)
-	clock    clock.Clock // nil: real time
-	begin    time.Time   // by the policy's clock; the primary starts then
+	clock    clock.Clock   // nil: real time
+	begin    time.Duration // the primary starts then: see stamp
 	stepFn   func()
 	// The call's times are offsets from begin by the policy's clock;
 	// never: none.
@@ -134,6 +134,12 @@ type drop[T any] struct {
 	early bool
 }
 
+// epoch is what the real clock's readings are offsets from:
+// time.Since(epoch) reads the monotonic clock alone, where time.Now reads
+// the wall clock as well, and a call without a deadline needs no wall
+// time.
+var epoch = time.Now()
+
 func (c *call[T]) now() time.Time {
 	if c.clock == nil {
 		return time.Now()
@@ -141,13 +147,27 @@ func (c *call[T]) now() time.Time {
 	return c.clock.Now()
 }
 
-// since returns the time since the call's start, by the policy's clock.
-func (c *call[T]) since() time.Duration {
+// stamp returns a reading t of the policy's clock as an offset the
+// call's times can count from: from epoch for the real clock, from the
+// Unix epoch for a policy's clock.
+func (c *call[T]) stamp(t time.Time) time.Duration {
 	if c.clock == nil {
-		return time.Since(c.begin)
+		return t.Sub(epoch)
 	}
-	return c.clock.Since(c.begin)
+	return time.Duration(t.UnixNano())
 }
+
+// reading returns the policy's clock now, as stamp does, in one read of
+// the monotonic clock for the real one.
+func (c *call[T]) reading() time.Duration {
+	if c.clock == nil {
+		return time.Since(epoch)
+	}
+	return time.Duration(c.clock.Now().UnixNano())
+}
+
+// since returns the time since the call's start, by the policy's clock.
+func (c *call[T]) since() time.Duration { return c.reading() - c.begin }
 
 // parent returns the caller's context.
 func (c *call[T]) parent() context.Context { return c.primary.parent }
