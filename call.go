@@ -58,10 +58,11 @@ type call[T any] struct {
 	nextAt    time.Duration // when the next timed hedge is due; never: none
 	lastDelay time.Duration // the delay that set nextAt
 	started   int32         // attempts claimed, the primary included
-	inflight  int32         // claimed attempts whose fn has not returned
+	inflight  int32         // claimed attempts whose fn has not returned, but for tied ones (see Started)
 	retryDue  int8          // retryable results owed an attempt at once; at most max
 	claiming  bool          // a goroutine asks the hooks for an attempt, outside mu
 	retrying  bool          // the attempt being claimed is owed to a retryable result
+	retried   uint16        // bit k: attempt k started for a retryable result, not at its delay
 	kick      bool          // a step is due now; start it after unlocking
 	letGo     bool          // the call was just decided: let Do go after unlocking
 	hasSeen   bool          // seen holds this turn's clock reading
@@ -375,7 +376,10 @@ func (c *call[T]) claimFirst() (a *attemptCtx) {
 func (c *call[T]) start(k int, now, d time.Duration) *attemptCtx {
 	a := &c.primary
 	if k > 0 {
-		a = &attemptCtx{parent: c.primary.parent, deadline: c.primary.deadline, retry: c.retrying}
+		a = &attemptCtx{parent: c.primary.parent, deadline: c.primary.deadline, owner: c}
+		if c.retrying {
+			c.retried |= 1 << k
+		}
 		c.last.next = a
 	}
 	a.n, a.at = c.primary.n+int32(k), now

@@ -120,7 +120,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		fn: fn, delay: p.Delay, classify: p.Classify, budget: p.Budget,
 		discard: p.Discard, clock: p.Clock, max: int32(max), nextAt: never,
 	}
-	c.primary.parent = ctx
+	c.primary.parent, c.primary.owner = ctx, c
 	if t != nil {
 		c.primary.n, c.looped = int32(t.n), true
 		c.granted = sameBudget(c.budget, t.budget)
@@ -224,9 +224,12 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 			Primary: c.primaryRan, PrimaryAnswered: c.primaryDone,
 			BudgetRefusals: int(c.refusals), DeadlineSkips: int(c.skips), Panicked: pe != nil || goexit,
 		}
-		for a := c.primary.next; a != nil; a = a.next {
+		for a := &c.primary; a != nil; a = a.next {
 			report.Started[c.local(a)] = a.at
-			report.Retry[c.local(a)] = a.retry
+			report.Retry[c.local(a)] = c.retried&(1<<c.local(a)) != 0
+			if a.tied {
+				report.Tied++
+			}
 		}
 	}
 	c.val = zero // the call may outlive Do in a loser; do not pin the result
