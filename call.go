@@ -185,17 +185,17 @@ func (c *call[T]) step() {
 			a = c.claimFirst()
 		} else if c.parent().Err() != nil {
 			c.mu.Lock()
-			_, d := c.advance()
+			_, _, d := c.advance()
 			c.unlock()
 			c.drop(d)
 		}
 	} else {
 		c.mu.Lock()
-		k, d := c.advance()
+		k, now, d := c.advance()
 		c.unlock()
 		c.drop(d)
 		if k > 0 {
-			a = c.claim(k)
+			a = c.claim(k, now)
 		}
 	}
 	for a != nil {
@@ -223,8 +223,9 @@ func (c *call[T]) wakeDo() { c.wake.Signal() }
 
 // advance decides on the caller's context and the deadline, and returns
 // the number of an extra attempt that is due and that this goroutine now
-// claims (0: none). Called with c.mu held.
-func (c *call[T]) advance() (int, drop[T]) {
+// claims (0: none), with the clock reading it claimed it at. Called with
+// c.mu held.
+func (c *call[T]) advance() (int, time.Duration, drop[T]) {
 	var d drop[T]
 	if err := c.parent().Err(); err != nil && !c.decided {
 		d = c.end(context.Cause(c.parent()), err, nil)
@@ -233,11 +234,11 @@ func (c *call[T]) advance() (int, drop[T]) {
 		if !d.ok {
 			d = c.interruptWait()
 		}
-		return 0, d
+		return 0, -1, d
 	}
 	now := c.since()
 	if now >= c.timeout {
-		return 0, c.end(context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded)
+		return 0, -1, c.end(context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded)
 	}
 	k := c.due(now)
 	if k == 0 {
@@ -246,7 +247,7 @@ func (c *call[T]) advance() (int, drop[T]) {
 		// more may start: the kept result is then the answer.
 		c.runOut()
 	}
-	return k, drop[T]{}
+	return k, now, drop[T]{}
 }
 
 // due returns the number of the extra attempt that may start now, and
@@ -290,8 +291,11 @@ func (c *call[T]) due(now time.Duration) int {
 
 // claim asks the Budget for attempt k and the Delay for the hedge after
 // it, outside c.mu, then starts k if the budget granted it and the call is
-// still undecided. It returns the attempt to run on this goroutine.
-func (c *call[T]) claim(k int) *attemptCtx {
+// still undecided. It returns the attempt to run on this goroutine. seen
+// is the clock reading of the turn that claimed k, or -1: with no Budget
+// and a Delay of this package, which run no code of the user's, the
+// attempt starts at it, without a second read.
+func (c *call[T]) claim(k int, seen time.Duration) *attemptCtx {
 	granted := true
 	if c.budget != nil && !c.guard(k, func() { granted = c.budget.Allow(c.parent(), c.bn(k)) }) {
 		return nil
@@ -309,7 +313,10 @@ func (c *call[T]) claim(k int) *attemptCtx {
 		}
 		return nil
 	}
-	now := c.since()
+	now := seen
+	if now < 0 || c.budget != nil || !quickDelay(c.delay) {
+		now = c.since()
+	}
 	var a *attemptCtx
 	if granted {
 		a = c.start(k, now, d)
