@@ -118,12 +118,21 @@ type Transport struct {
 	// turns the reports into OpenTelemetry metrics. Nil: only Stats.
 	Observer hedge.Observer
 
+	// DisableTies, if set, keeps the attempts from asking servers when
+	// they start (TieHeader) and from hearing it: no attempt is then
+	// cancelled because another started. By default every attempt asks,
+	// and a server that admits requests through an Admission answers; the
+	// start of one attempt cancels those still queued (see
+	// hedge.Started).
+	DisableTies bool
+
 	once        sync.Once
 	base        http.RoundTripper
 	delay       hedge.Delay
 	maxAttempts int    // MaxAttempts, its default worked out
 	header      string // the attempt header's name; "" for none
 	numberFirst bool   // the first attempt carries its 0 too
+	ties        bool   // attempts ask for and hear the start signal
 	routes      *routes
 	err         error // a setting RoundTrip cannot run with
 
@@ -261,6 +270,7 @@ func (t *Transport) init() {
 		t.base = http.DefaultTransport
 	}
 	t.routes, t.err = newRoutes(t.Routes, t.MaxRoutes, t.Delay == nil, t.Budget)
+	t.ties = !t.DisableTies
 	t.maxAttempts = t.MaxAttempts
 	if t.maxAttempts == 0 && t.Delay == nil {
 		t.maxAttempts = 3
