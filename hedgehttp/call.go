@@ -192,8 +192,8 @@ type reqCtx struct {
 	// call for the primary, whose context is made before hedge.Do runs
 	// (hedge.Attempt is 0 without one).
 	vals context.Context
-	// trace: the attempt's, when the call ties (see tie.go); nil, the
-	// caller's, if any, as vals has it.
+	// trace is the attempt's ClientTrace when the call ties (see
+	// tie.go). When it is nil, Base finds the caller's, if any, in vals.
 	trace *httptrace.ClientTrace
 }
 

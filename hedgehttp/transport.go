@@ -43,6 +43,13 @@ import (
 // shedder in front of one replica refuses a hedge without saying anything
 // of the primary's fate.
 //
+// Every attempt asks its server to say when it starts (TieHeader). A
+// server behind an Admission does, and when one attempt starts, the
+// attempts still waiting in a queue, there or elsewhere, are cancelled
+// (tied), while those that run race on. A server that does not answer
+// leaves the calls as they would be without ties. DisableTies turns it
+// off.
+//
 // A Transport is safe for concurrent use. Set its fields before its first
 // request; it reads some of them once, and must not be copied after.
 type Transport struct {
@@ -104,7 +111,8 @@ type Transport struct {
 	MaxRoutes int
 
 	// AttemptHeader names the header that tells a server which attempt
-	// a request is, so that a Shedder can shed hedges first. Empty means
+	// a request is, so that a Shedder can shed hedges first and an
+	// Admission serve primaries first. Empty means
 	// DefaultAttemptHeader, sent on hedges only (1 on the first hedge, 2
 	// on the second): a request without it is a first attempt, as a
 	// Shedder reads it. A name set here numbers every attempt, the first
