@@ -38,8 +38,9 @@ import (
 // client's calls as they would be without ties. Admission must come
 // before any middleware that takes a 1xx status for the final one.
 //
-// What the signal costs the server: one more write, flushed at once, for
-// each request that asks for it.
+// What Admission costs, beside the Gate: no allocation, and for each
+// request that asks for the signal, one more write, flushed at once (and
+// a copy of the headers that a middleware before it set, if any).
 //
 // The zero value admits through a Gate of its own, admit.Gate's zero
 // value, which limits nothing: every request starts at once, and its

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -371,5 +372,27 @@ func TestAdmissionStartedPrimaryRacesOn(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// What an Admission lets through at once costs no allocation of its own,
+// and neither does the start signal it sends.
+func TestAdmissionAllocations(t *testing.T) {
+	a := &hedgehttp.Admission{Gate: &admit.Gate{Limit: 1}, Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
+	w := nopWriter{http.Header{}}
+	for _, tt := range []struct{ attempt, tie string }{{"", ""}, {"1", ""}, {"", "1"}, {"1", "1"}} {
+		req := httptest.NewRequest("GET", "/", nil)
+		if tt.attempt != "" {
+			req.Header.Set(hedgehttp.DefaultAttemptHeader, tt.attempt)
+		}
+		if tt.tie != "" {
+			req.Header.Set(hedgehttp.TieHeader, tt.tie)
+		}
+		if n := testing.AllocsPerRun(100, func() { a.ServeHTTP(w, req) }); n != 0 {
+			t.Errorf("attempt %q, %s %q: %v allocations, want 0", tt.attempt, hedgehttp.TieHeader, tt.tie, n)
+		}
+	}
+	if len(w.h) != 0 || a.TurnedAway() != 0 {
+		t.Errorf("left %v in the response's header, turned %d away; want nothing", w.h, a.TurnedAway())
 	}
 }
