@@ -136,7 +136,7 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 		c.drop(d)
 	}
 	if k > 0 {
-		return c.claim(k)
+		return c.claim(k, -1)
 	}
 	return nil
 }

@@ -31,7 +31,8 @@ import "context"
 // never runs because the call ended meanwhile, Do takes the grant back
 // with Release when the Budget is a Releaser, and with Done(k, Canceled)
 // otherwise; so it does for an attempt that a tie cancelled while it
-// waited in a server's queue (see Started), instead of calling Done. A panic in either is re-raised in the caller's
+// waited in a server's queue (see Started), instead of calling Done.
+// A panic in either is re-raised in the caller's
 // goroutine as a *PanicError, and runtime.Goexit ends the call as an
 // attempt's would.
 //

@@ -156,16 +156,19 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	_, c.learns = c.delay.(Learner)
 	_, c.counts = c.delay.(counter)
 	c.track = c.learns || p.Observer != nil
-	c.begin = c.now()
 	c.sched, c.timeout = never, never
 	if parentDeadline, hasDeadline := ctx.Deadline(); hasDeadline || p.Timeout > 0 {
+		begin := c.now()
+		c.begin = c.stamp(begin)
 		var realNow time.Time
 		if p.Clock != nil {
 			realNow = time.Now()
 		}
-		dl := callDeadlines(c.begin, realNow, p.Timeout, parentDeadline, hasDeadline)
-		c.sched, c.timeout = offset(dl.sched, c.begin), offset(dl.timeout, c.begin)
+		dl := callDeadlines(begin, realNow, p.Timeout, parentDeadline, hasDeadline)
+		c.sched, c.timeout = offset(dl.sched, begin), offset(dl.timeout, begin)
 		c.primary.deadline = dl.real
+	} else {
+		c.begin = c.reading() // no deadline: no wall time to read
 	}
 
 	// The primary's hooks run on its goroutine (see claimFirst), so that
@@ -223,6 +226,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		}
 		for a := &c.primary; a != nil; a = a.next {
 			report.Started[c.local(a)] = a.at
+			report.Retry[c.local(a)] = c.retried&(1<<c.local(a)) != 0
 			if a.tied {
 				report.Tied++
 			}

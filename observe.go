@@ -35,6 +35,10 @@ type Report struct {
 	// delay the first hedge was started at (or sooner, when the primary
 	// ended retryable). The rest are zero.
 	Started [MaxAttemptsLimit]time.Duration
+	// Retry[k] says attempt k was a retry: it started at once because an
+	// attempt before it ended retryable, not because the delay for it
+	// had passed, as a hedge does. Retry[0] is false.
+	Retry [MaxAttemptsLimit]bool
 	// Winner is the attempt whose result Do returned, or -1 when Do
 	// returned the context's error or re-raised a panic.
 	Winner int

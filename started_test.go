@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -387,6 +388,42 @@ func TestStartedRefundsARatioBudget(t *testing.T) {
 	}
 }
 
+// A WinRateBudget that holds credit for one hedge and learns from the
+// last hedge alone: a hedge that a tie cancelled did not lose a race, so
+// every call may hedge; hedges that ran and lost stop the next ones.
+func TestStartedIsNoLostRaceForAWinRateBudget(t *testing.T) {
+	tests := []struct {
+		name   string
+		stages []stage
+		want   []int // attempts of each call
+	}{
+		{"tied", []stage{{queue: 15 * ms, work: 15 * ms}, {queue: -1}}, []int{2, 2, 2, 2}},
+		{"lost", []stage{{queue: 0, work: 30 * ms}, {queue: 0, work: 90 * ms}}, []int{2, 1, 1, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b, err := hedge.NewWinRateBudget(hedge.WinRateConfig{Burst: 1, Samples: 1, Probe: 0.001})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []int
+				p := hedge.Policy[int]{
+					Delay: hedge.Fixed(10 * ms), Budget: b,
+					Observer: hedge.ObserverFunc(func(_ context.Context, r hedge.Report) { got = append(got, r.Attempts) }),
+				}
+				for range tt.want {
+					hedge.Do(t.Context(), p, newServer(tt.stages...).fn)
+					time.Sleep(time.Second) // every attempt has ended
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("attempts per call (-want +got)\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
 // learnLog is a fixed delay that notes what its Learner hears.
 type learnLog struct {
 	hedge.Delay
@@ -438,5 +475,76 @@ func TestStartedTiedAttemptPanics(t *testing.T) {
 			return 1, lab.Wait(ctx, time.Second)
 		})
 		t.Error("Do returned")
+	})
+}
+
+// grantLog is a Releaser that counts, per attempt, what it hears after
+// granting it.
+type grantLog struct {
+	mu    sync.Mutex
+	heard map[int]int // Done or Release calls per attempt
+}
+
+func (g *grantLog) Allow(context.Context, int) bool { return true }
+
+func (g *grantLog) Done(_ context.Context, k int, _ hedge.Outcome) { g.hear(k) }
+
+func (g *grantLog) Release(_ context.Context, k int) { g.hear(k) }
+
+func (g *grantLog) hear(k int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.heard[k]++
+}
+
+// Every attempt of a call starts at one instant and reports its start at
+// once, in whatever order the goroutines run, and answers or is tied in
+// the same instant (a tie may come before an attempt's fn ran at all):
+// whatever the order, Do returns one attempt's value, every other value
+// fn returned goes to Discard exactly once, and the budget hears of
+// every attempt exactly once.
+func TestStartedRacesWithAnswers(t *testing.T) {
+	const calls, attempts = 300, 4
+	synctest.Test(t, func(t *testing.T) {
+		tied := 0
+		for i := range calls {
+			var mu sync.Mutex
+			var discarded, produced []int
+			b := &grantLog{heard: map[int]int{}}
+			var r hedge.Report
+			p := hedge.Policy[int]{
+				Delay: hedge.Fixed(0), MaxAttempts: attempts, Budget: b,
+				Discard:  func(v int) { mu.Lock(); discarded = append(discarded, v); mu.Unlock() },
+				Observer: hedge.ObserverFunc(func(_ context.Context, got hedge.Report) { r = got }),
+			}
+			v, err := hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+				if i%2 == 0 {
+					hedge.Started(ctx)
+				} else {
+					go hedge.Started(ctx) // as a transport does, on a goroutine of its own
+				}
+				time.Sleep(10 * ms) // runs on when tied: the work cannot be stopped
+				mu.Lock()
+				produced = append(produced, hedge.Attempt(ctx))
+				mu.Unlock()
+				return hedge.Attempt(ctx), nil
+			})
+			time.Sleep(time.Second)
+			mu.Lock()
+			all := append([]int{v}, discarded...)
+			slices.Sort(all)
+			slices.Sort(produced)
+			if err != nil || v != r.Winner || !slices.Equal(all, produced) {
+				t.Fatalf("call %d: Do = %d, %v, report's winner %d, discarded %v, produced %v", i, v, err, r.Winner, discarded, produced)
+			}
+			mu.Unlock()
+			if diff := cmp.Diff(map[int]int{0: 1, 1: 1, 2: 1, 3: 1}, b.heard); diff != "" {
+				t.Fatalf("call %d: the budget heard, per attempt (-want +got)\n%s", i, diff)
+			}
+			tied += r.Tied
+		}
+		if tied == 0 {
+			t.Errorf("no attempt was tied in %d calls", calls)
+		}
 	})
 }
