@@ -23,10 +23,32 @@ func (c *call[T]) run(a *attemptCtx) (next *attemptCtx) {
 		return nil
 	}
 	var r result[T]
-	// Deferred so that it also runs when fn calls runtime.Goexit.
-	defer func() { next = c.record(a, &r) }()
+	// Deferred so that the result is recorded also when fn calls
+	// runtime.Goexit.
+	defer func() {
+		if !r.recorded {
+			next = c.record(a, &r, false)
+		}
+	}()
 	c.invoke(a, &r)
-	return nil
+	r.recorded = true
+	next = c.record(a, &r, true)
+	if r.later {
+		c.report(a, &r)
+	}
+	return next
+}
+
+// report tells the budget how attempt a ended, as record left it to in
+// r, then hands the value r holds for Discard over, also when Done calls
+// runtime.Goexit. The budget's Done then runs from run's frame, with
+// record's off the stack: an attempt's goroutine starts with a small
+// stack, and a budget that keeps state per key (an Adaptive, with its
+// breaker) is deep enough that under record's frames the stack grew on
+// every call, copying each frame beneath.
+func (c *call[T]) report(a *attemptCtx, r *result[T]) {
+	defer c.drop(r.d)
+	c.tell(c.local(a), r.told, r.hold)
 }
 
 func (c *call[T]) invoke(a *attemptCtx, r *result[T]) {
@@ -63,8 +85,10 @@ func (c *call[T]) invoke(a *attemptCtx, r *result[T]) {
 //
 // The attempt's goroutine decides the call from the bottom of these
 // frames, and its stack starts small: the path without a budget keeps
-// the budget's frame off it.
-func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
+// the budget's frame off it, and when no attempt starts at once and the
+// caller can (later), it leaves the report in r for report, once these
+// frames are gone.
+func (c *call[T]) record(a *attemptCtx, r *result[T], later bool) *attemptCtx {
 	var d, own drop[T]
 	k := 0
 	c.mu.Lock()
@@ -130,9 +154,12 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 		go c.drop(d)
 		d = drop[T]{}
 	}
-	if c.budget != nil {
+	switch {
+	case c.budget != nil && k == 0 && later:
+		r.told, r.hold, r.d, r.later = o, hold, d, true
+	case c.budget != nil:
 		c.tellThenDrop(c.local(a), o, hold, d)
-	} else {
+	default:
 		c.drop(d)
 	}
 	if k > 0 {

@@ -116,14 +116,20 @@ type kept[T any] struct {
 	o   Outcome
 }
 
-// result is what one attempt's function did.
+// result is what one attempt's function did, and what record leaves to
+// report.
 type result[T any] struct {
 	v        T
 	err      error
 	o        Outcome
 	produced bool        // fn returned normally
 	returned bool        // fn and the classifier returned normally
+	recorded bool        // record took it into the call
+	later    bool        // record left the budget's report to report: told, hold and d
+	hold     bool        // Do waits for the report (see tell)
+	told     Outcome     // what the budget hears
 	panic    *PanicError // fn or the classifier panicked
+	d        drop[T]     // a kept result's value, for Discard after the report
 }
 
 // drop is a value bound for Discard, handed over outside the lock. An
