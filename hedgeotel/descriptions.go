@@ -13,6 +13,7 @@ const (
 	descAttempts = "Attempts started, primaries included: over the calls, the load hedging multiplies the upstream's by."
 	descHedged   = "Calls that started more than one attempt."
 	descRetries  = "Attempts after the primary started at once because an attempt before them ended retryable: retries, not hedges."
+	descTied     = "Attempts cancelled while they still waited in a server's queue, because a sibling reported its start (hedge.Started): they did no work."
 	descWins     = "Calls that returned an accepted answer, by the attempt that gave it (hedge.winner, 0 for the primary)."
 	descRefusals = "Attempts after the primary that the budget refused."
 	descSkips    = "Attempts after the primary not started because too little of the deadline was left for them to help."

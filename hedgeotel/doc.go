@@ -20,6 +20,7 @@
 //	hedge.call.attempts          counter        hedge.key
 //	hedge.call.hedged            counter        hedge.key
 //	hedge.call.retries           counter        hedge.key
+//	hedge.call.tied              counter        hedge.key
 //	hedge.call.wins              counter        hedge.key, hedge.winner
 //	hedge.call.budget_refusals   counter        hedge.key
 //	hedge.call.deadline_skips    counter        hedge.key
@@ -35,7 +36,9 @@
 // gRFC A96's grpc.client.call.hedges: for each call that hedged, the
 // attempts after the primary. Of those, hedge.call.retries counts the
 // retries, started at once because the attempt before them ended
-// retryable (hedge.Report.Retry); the others are hedges, and
+// retryable (hedge.Report.Retry); hedge.call.tied the attempts a tie
+// cancelled while still queued (hedge.Report.Tied), which cost the server
+// nothing; the others are hedges, and
 // hedge.attempt.delay is how long after the attempt before it each hedge
 // started, the delay it fired at; hedge.attempt.duration how long the
 // winner and the losers of a hedged call ran. hedge.call.wins counts the calls that returned an accepted

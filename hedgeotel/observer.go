@@ -51,7 +51,7 @@ type Observer struct {
 	duration, fired, attempt                          metric.Float64Histogram
 	hedges                                            metric.Int64Histogram
 	attempts, hedged, wins, refusals, skips, panicked metric.Int64ObservableCounter
-	retries, opens                                    metric.Int64ObservableCounter
+	retries, tied, opens                              metric.Int64ObservableCounter
 	delay, ceiling                                    metric.Float64ObservableGauge
 }
 
@@ -168,12 +168,13 @@ func (o *Observer) instruments(m metric.Meter) error {
 	o.attempts = counter("hedge.call.attempts", "{attempt}", descAttempts)
 	o.hedged = counter("hedge.call.hedged", "{call}", descHedged)
 	o.retries = counter("hedge.call.retries", "{attempt}", descRetries)
+	o.tied = counter("hedge.call.tied", "{attempt}", descTied)
 	o.wins = counter("hedge.call.wins", "{call}", descWins)
 	o.refusals = counter("hedge.call.budget_refusals", "{attempt}", descRefusals)
 	o.skips = counter("hedge.call.deadline_skips", "{attempt}", descSkips)
 	o.panicked = counter("hedge.call.panics", "{call}", descPanics)
 	o.opens = counter("hedge.breaker.opens", "{open}", descOpens)
-	observables := []metric.Observable{o.attempts, o.hedged, o.retries, o.wins, o.refusals, o.skips, o.panicked, o.opens}
+	observables := []metric.Observable{o.attempts, o.hedged, o.retries, o.tied, o.wins, o.refusals, o.skips, o.panicked, o.opens}
 	if len(o.watch) > 0 {
 		o.delay = gauge("hedge.delay", "s", descDelay)
 		o.ceiling = gauge("hedge.delay.ceiling", "s", descCeiling)
@@ -232,6 +233,9 @@ func (o *Observer) observeHedged(ctx context.Context, k *keyed, r *hedge.Report)
 	if retries > 0 {
 		k.retries.Add(int64(retries))
 	}
+	if r.Tied > 0 {
+		k.tied.Add(int64(r.Tied))
+	}
 	if r.Outcome != hedge.Accept || r.Winner < 0 || r.Winner >= n {
 		return // no winner: the attempts were cut off, or one failed the call
 	}
@@ -257,7 +261,8 @@ func (o *Observer) collect(ctx context.Context, obs metric.Observer) error {
 		for _, c := range []struct {
 			inst metric.Int64ObservableCounter
 			n    *atomic.Int64
-		}{{o.attempts, &k.attempts}, {o.hedged, &k.hedged}, {o.retries, &k.retries}, {o.refusals, &k.refusals},
+		}{{o.attempts, &k.attempts}, {o.hedged, &k.hedged}, {o.retries, &k.retries}, {o.tied, &k.tied},
+			{o.refusals, &k.refusals},
 			{o.skips, &k.skips}, {o.panicked, &k.panics}, {o.opens, &k.opens}} {
 			obs.ObserveInt64(c.inst, c.n.Load(), k.plain...)
 		}

@@ -150,6 +150,7 @@ const (
 	descAttempts = "Attempts started, primaries included: over the calls, the load hedging multiplies the upstream's by."
 	descHedged   = "Calls that started more than one attempt."
 	descRetries  = "Attempts after the primary started at once because an attempt before them ended retryable: retries, not hedges."
+	descTied     = "Attempts cancelled while they still waited in a server's queue, because a sibling reported its start (hedge.Started): they did no work."
 	descWins     = "Calls that returned an accepted answer, by the attempt that gave it (hedge.winner, 0 for the primary)."
 	descRefusals = "Attempts after the primary that the budget refused."
 	descSkips    = "Attempts after the primary not started because too little of the deadline was left for them to help."
@@ -244,6 +245,7 @@ func TestObserverRecordsCalls(t *testing.T) {
 			counter("hedge.call.attempts", "{attempt}", descAttempts, perKey(keys, 5, 3, 1, 2)...),
 			counter("hedge.call.hedged", "{call}", descHedged, perKey(keys, 2, 0, 0, 1)...),
 			counter("hedge.call.retries", "{attempt}", descRetries, perKey(keys, 1, 0, 0, 0)...),
+			counter("hedge.call.tied", "{attempt}", descTied, perKey(keys, 0, 0, 0, 0)...),
 			counter("hedge.call.wins", "{call}", descWins,
 				sum(attrs("hedge.key", "a", "hedge.winner", 0), 1),
 				sum(attrs("hedge.key", "a", "hedge.winner", 1), 2),
@@ -267,6 +269,35 @@ func TestObserverRecordsCalls(t *testing.T) {
 	})
 }
 
+// An attempt that a sibling's start cancelled while it still waited is
+// counted as tied, and the call as hedged: the queued primary did no work.
+func TestObserverCountsTies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader, obs := newReader(t, hedgeotel.WithKey(routeOf))
+		p := hedge.Policy[int]{Delay: hedge.Fixed(10 * ms), Observer: obs}
+		v, err := hedge.Do(withRoute(t.Context(), "a"), p, func(ctx context.Context) (int, error) {
+			if hedge.Attempt(ctx) == 0 {
+				<-ctx.Done() // queued behind other work until the tie cancels it
+				return 0, ctx.Err()
+			}
+			hedge.Started(ctx) // the hedge's server began executing it at once
+			time.Sleep(5 * ms)
+			return 1, nil
+		})
+		if v != 1 || err != nil {
+			t.Fatalf("Do = %d, %v; want the hedge's 1", v, err)
+		}
+		got := collect(t, reader)
+		for _, want := range []metricdata.Metrics{
+			counter("hedge.call.tied", "{attempt}", descTied, sum(attrs("hedge.key", "a"), 1)),
+			counter("hedge.call.hedged", "{call}", descHedged, sum(attrs("hedge.key", "a"), 1)),
+			counter("hedge.call.retries", "{attempt}", descRetries, sum(attrs("hedge.key", "a"), 0)),
+		} {
+			metricdatatest.AssertEqual(t, want, got[want.Name], metricdatatest.IgnoreTimestamp())
+		}
+	})
+}
+
 // Every counter of a key exists from the key's first call, at 0 where it
 // counted nothing, and a winner's series from the first call that
 // started that many attempts: a rate over them sees their first
@@ -275,7 +306,7 @@ func TestCountersStartAtZero(t *testing.T) {
 	reader, obs := newReader(t, hedgeotel.WithKey(routeOf))
 	obs.Observe(withRoute(t.Context(), "a"), hedge.Report{Attempts: 1, Winner: 0, Elapsed: ms})
 	got := collect(t, reader)
-	for _, name := range []string{"hedge.call.attempts", "hedge.call.hedged", "hedge.call.retries", "hedge.call.budget_refusals",
+	for _, name := range []string{"hedge.call.attempts", "hedge.call.hedged", "hedge.call.retries", "hedge.call.tied", "hedge.call.budget_refusals",
 		"hedge.call.deadline_skips", "hedge.call.panics", "hedge.breaker.opens", "hedge.call.wins"} {
 		if _, ok := got[name]; !ok {
 			t.Errorf("no %s after the first call of a key", name)
