@@ -44,9 +44,9 @@ func Auto[T any]() Policy[T] {
 //     what it may save, so that it fills again). It replans every 250
 //     primaries.
 //   - A watch on the plan: while most recent primaries are slower than
-//     the plan expects (queues grow), while calls come much faster than
-//     they did (an overload may be on its way), or while the plans drift
-//     and fewer than half of the hedges win, it sends no hedge; when the
+//     the plan expects (queues grow), while calls come a quarter faster
+//     than they did (an overload may be on its way), or while the plans
+//     drift and fewer than half of the hedges win, it sends no hedge; when the
 //     latencies stay away from the plan's picture, it forgets and plans
 //     afresh. It hedges only once 250 primaries in a row have matched its
 //     plan. A tail that has gone does not linger in its plans.
@@ -55,7 +55,9 @@ func Auto[T any]() Policy[T] {
 //     Load × n plus what it saved up: each call saves Load of an attempt
 //     while the key may hedge, each extra attempt takes a whole one, and
 //     at most 1,000 calls' worth is saved, so that a burst of slow calls
-//     (a replica that browns out) gets its hedges. A new key starts with
+//     (a replica that browns out) gets its hedges; while less than a
+//     tenth of that is left, hedges wait twice the plan's delay, so that
+//     the slowest calls get what is left. A new key starts with
 //     nothing saved, and one that forgets its picture forgets its savings
 //     too. Over 10,000 calls that is at most 1.1 × Load per call.
 //   - Hedges off when they stop winning, judged as a WinRateBudget

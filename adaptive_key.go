@@ -56,13 +56,31 @@ func (s *adaptiveState) newKey(key string) *adaptiveKey {
 
 // Next returns the plan's delay for the first Hedges attempts, and -1
 // after them, while the key's watch holds hedges back (see
-// adaptive_learn.go), or while the breaker is open.
+// adaptive_learn.go and adaptive_surge.go), or while the breaker is
+// open. While the bound is low (see scarce), it returns twice the plan's
+// delay.
 func (k *adaptiveKey) Next(_ context.Context, n int) time.Duration {
 	plan := k.plan.plan.Load()
-	if n >= plan.Hedges || k.unsettled() || k.open() {
+	if n >= plan.Hedges || k.unsettled() || k.quickening() || k.open() {
 		return -1
 	}
+	if k.scarce() {
+		return 2 * plan.Delay
+	}
 	return plan.Delay
+}
+
+// scarce reports whether the bound holds less than a tenth of what it
+// may save: 100 calls' worth of Load. When a replica browns out, the
+// calls stuck on it ask for hedges faster than Load pays for them, and
+// each is granted while the bound lasts, in the order the calls reach
+// the delay; once it runs dry, the calls that will be slowest of all
+// find nothing left. Past twice the delay, the few hedges the bound can
+// still pay for go to the calls that need them most, and the bound fills
+// again meanwhile. (The plan learns of the brownout too, but only every
+// 250 primaries, from samples of which the brownout is a part.)
+func (k *adaptiveKey) scarce() bool {
+	return k.bound.Load() < k.s.boundMax/10
 }
 
 // open reports whether the breaker is open and its cooldown not over: no

@@ -113,6 +113,14 @@ func settle(a *hedge.Adaptive, ctx context.Context) {
 	}
 }
 
+// save makes 1,000 calls of ctx's key that send no hedge: a settled key
+// saves all that its bound may hold.
+func save(a *hedge.Adaptive, ctx context.Context) {
+	for range 1000 {
+		a.Allow(ctx, 0)
+	}
+}
+
 // The bound: a settled key saves Load per call, up to 1,000 calls' worth;
 // an extra attempt takes a whole attempt or is refused, and a release
 // gives it back. Keys have bounds of their own, up to MaxKeys; keys past
@@ -246,6 +254,7 @@ func TestAdaptiveShedHedges(t *testing.T) {
 	a := &hedge.Adaptive{Load: 1, Clock: clock.NewMock()}
 	ctx := context.Background()
 	settle(a, ctx)
+	save(a, ctx)
 	for i := range 30 { // three times the win rate's credit
 		a.Allow(ctx, 0)
 		if !a.Allow(ctx, 1) {
@@ -348,8 +357,9 @@ func learn90(a *hedge.Adaptive, from, to int, factor float64) {
 // again, and forgets nothing.
 func TestAdaptiveReplansWhenTheUpstreamChanges(t *testing.T) {
 	ctx := context.Background()
-	a := &hedge.Adaptive{}
+	a := &hedge.Adaptive{Clock: clock.NewMock()}
 	learn90(a, 0, 1000, 1)
+	save(a, ctx)
 	before := a.Plan(ctx)
 	if before.Hedges != 1 || a.Next(ctx, 0) != before.Delay {
 		t.Fatalf("after 1,000 primaries: plan %+v, Next %v; want one hedge", before, a.Next(ctx, 0))
@@ -379,6 +389,7 @@ func TestAdaptiveReplansWhenTheUpstreamChanges(t *testing.T) {
 			after, a.Next(ctx, 0), before.Delay)
 	}
 	learn90(a, 1950, 2200, 3)
+	save(a, ctx) // what it saved went with what it forgot
 	if d := a.Next(ctx, 0); d != a.Plan(ctx).Delay {
 		t.Errorf("800 primaries into the change: Next = %v, want the new plan's %v", d, a.Plan(ctx).Delay)
 	}
