@@ -22,6 +22,12 @@ type LoadRow struct {
 	// cluster spent, including requests that ran on after their attempt
 	// was cancelled. Without hedging it is about 1.
 	Work float64
+	// Wasted is the share of Work spent on attempts other than the one
+	// whose answer the call returned: losers, whether cancelled while
+	// running or run to their end. Both is the share of calls of which a
+	// worker took two attempts or more; Tie.Signal's delay lets it happen
+	// to tied calls too.
+	Wasted, Both float64
 	// HedgeRate is the share of calls that started a hedge; WinRate the
 	// share of those that a hedge won; Shed the hedges refused per call.
 	HedgeRate, WinRate, Shed float64
@@ -76,8 +82,8 @@ func summarizeLoad(name string, l Load, calls []callTally, marks []queueMark) Lo
 		return row
 	}
 	lat := make([]time.Duration, len(measured))
-	var attempts, hedged, won, shed int
-	var work time.Duration
+	var attempts, hedged, won, shed, both int
+	var work, lost time.Duration
 	for i := range measured {
 		c := &measured[i]
 		lat[i] = c.latency
@@ -85,6 +91,13 @@ func summarizeLoad(name string, l Load, calls []callTally, marks []queueMark) Lo
 		attempts += n
 		shed += int(c.shed.Load())
 		work += c.work
+		lost += c.work
+		if c.winner >= 0 {
+			lost -= c.byAttempt[c.winner]
+		}
+		if c.began >= 2 {
+			both++
+		}
 		if n > 1 {
 			hedged++
 			if c.winner > 0 {
@@ -102,6 +115,10 @@ func summarizeLoad(name string, l Load, calls []callTally, marks []queueMark) Lo
 		row.WinRate = float64(won) / float64(hedged)
 	}
 	row.Shed = float64(shed) / n
+	row.Both = float64(both) / n
+	if work > 0 {
+		row.Wasted = float64(lost) / float64(work)
+	}
 	row.Queue = meanQueue(marks[0], marks[len(marks)-1])
 	row.WorstAmp = row.Amp
 	for from := 0; from+l.Block <= len(measured); from += l.Block {
