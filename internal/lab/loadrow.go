@@ -26,8 +26,10 @@ type LoadRow struct {
 	// whose answer the call returned: losers, whether cancelled while
 	// running or run to their end. Both is the share of calls of which a
 	// worker took two attempts or more; Tie.Signal's delay lets it happen
-	// to tied calls too.
-	Wasted, Both float64
+	// to tied calls too. Crossed is the share of calls in which a tie cut
+	// an attempt that had started: two started before either's signal
+	// arrived.
+	Wasted, Both, Crossed float64
 	// HedgeRate is the share of calls that started a hedge; WinRate the
 	// share of those that a hedge won; Shed the hedges refused per call.
 	HedgeRate, WinRate, Shed float64
@@ -82,7 +84,7 @@ func summarizeLoad(name string, l Load, calls []callTally, marks []queueMark) Lo
 		return row
 	}
 	lat := make([]time.Duration, len(measured))
-	var attempts, hedged, won, shed, both int
+	var attempts, hedged, won, shed, both, crossed int
 	var work, lost time.Duration
 	for i := range measured {
 		c := &measured[i]
@@ -97,6 +99,9 @@ func summarizeLoad(name string, l Load, calls []callTally, marks []queueMark) Lo
 		}
 		if c.began >= 2 {
 			both++
+		}
+		if c.crossed {
+			crossed++
 		}
 		if n > 1 {
 			hedged++
@@ -116,6 +121,7 @@ func summarizeLoad(name string, l Load, calls []callTally, marks []queueMark) Lo
 	}
 	row.Shed = float64(shed) / n
 	row.Both = float64(both) / n
+	row.Crossed = float64(crossed) / n
 	if work > 0 {
 		row.Wasted = float64(lost) / float64(work)
 	}

@@ -174,6 +174,7 @@ func (c *cluster) startLocked(j *job) {
 			c.endLocked(j, finished)
 			if !j.cut {
 				close(j.done)
+				c.answeredLocked(j)
 			}
 		}
 	})

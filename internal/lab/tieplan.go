@@ -103,6 +103,7 @@ func (s *sim) signal(id int) {
 			s.wait(-1)
 		case running:
 			oj.cut = true
+			s.calls[call].crossed = true
 			if s.l.Cancel == CancelRunning {
 				s.end(o, dropped)
 			}

@@ -33,6 +33,29 @@ func (c *cluster) queueLocked(j *job) {
 	}
 }
 
+// answeredLocked cancels the other attempts of j's call, which j just
+// answered, as Do will once the answer reaches it: at the same instant,
+// but only after every other event of that instant that the scheduler
+// runs first. Doing it here, as RunPlan does, keeps the order of one
+// instant's events fixed when a tie starts a chain of them (a tie cuts a
+// running attempt, whose worker takes a queued one at once, whose tie
+// cuts another...). Called with c.mu held.
+func (c *cluster) answeredLocked(j *job) {
+	if j.call == nil || j.call.answered {
+		return
+	}
+	j.call.answered = true
+	for _, o := range j.call.jobs {
+		switch {
+		case o.state == queued:
+			c.dropLocked(o)
+		case o.state == running && c.cancel == CancelRunning:
+			o.timer.Stop()
+			c.endLocked(o, dropped)
+		}
+	}
+}
+
 // startedLocked sends the start signal of j, which a worker just took,
 // to its call: at once, or Tie.Signal later. Called with c.mu held.
 func (c *cluster) startedLocked(j *job) {
@@ -56,7 +79,7 @@ func (c *cluster) startedLocked(j *job) {
 // c.cancel says, and its answer, if it runs on, counts for nothing.
 // Called with c.mu held.
 func (c *cluster) tieLocked(j *job) {
-	if j.state != running || j.cut || j.ctx.Err() != nil {
+	if j.state != running || j.cut || j.call.answered || j.ctx.Err() != nil {
 		return // it answered first, or the call is over
 	}
 	j.reported = true
@@ -70,6 +93,7 @@ func (c *cluster) tieLocked(j *job) {
 			c.dropLocked(o)
 		case running:
 			o.cut = true
+			j.call.crossed = true
 			if c.cancel == CancelRunning {
 				o.timer.Stop()
 				c.endLocked(o, dropped)
