@@ -30,6 +30,10 @@ type LoadRow struct {
 	// an attempt that had started: two started before either's signal
 	// arrived.
 	Wasted, Both, Crossed float64
+	// Spent is Amp less the attempts a tie cancelled while they were
+	// queued, which did no work and give their budget's grant back: the
+	// attempts per call a budget is charged for.
+	Spent float64
 	// HedgeRate is the share of calls that started a hedge; WinRate the
 	// share of those that a hedge won; Shed the hedges refused per call.
 	HedgeRate, WinRate, Shed float64
@@ -57,6 +61,8 @@ type Block struct {
 	P99   time.Duration
 	Amp   float64
 	Queue float64
+	// Spent and Wasted are LoadRow's, for the block's calls.
+	Spent, Wasted float64
 }
 
 // queueMark is the servers' queue area (see cluster.area) at a moment of a
@@ -84,7 +90,7 @@ func summarizeLoad(name string, l Load, calls []callTally, marks []queueMark) Lo
 		return row
 	}
 	lat := make([]time.Duration, len(measured))
-	var attempts, hedged, won, shed, both, crossed int
+	var attempts, hedged, won, shed, both, crossed, cut int
 	var work, lost time.Duration
 	for i := range measured {
 		c := &measured[i]
@@ -103,6 +109,7 @@ func summarizeLoad(name string, l Load, calls []callTally, marks []queueMark) Lo
 		if c.crossed {
 			crossed++
 		}
+		cut += int(c.queuedCut)
 		if n > 1 {
 			hedged++
 			if c.winner > 0 {
@@ -122,6 +129,7 @@ func summarizeLoad(name string, l Load, calls []callTally, marks []queueMark) Lo
 	row.Shed = float64(shed) / n
 	row.Both = float64(both) / n
 	row.Crossed = float64(crossed) / n
+	row.Spent = float64(attempts-cut) / n
 	if work > 0 {
 		row.Wasted = float64(lost) / float64(work)
 	}
@@ -129,13 +137,25 @@ func summarizeLoad(name string, l Load, calls []callTally, marks []queueMark) Lo
 	row.WorstAmp = row.Amp
 	for from := 0; from+l.Block <= len(measured); from += l.Block {
 		block := measured[from : from+l.Block]
-		attempts := 0
+		attempts, cut := 0, 0
+		var work, lost time.Duration
 		for i := range block {
-			attempts += int(block[i].attempts.Load())
+			c := &block[i]
+			attempts += int(c.attempts.Load())
+			cut += int(c.queuedCut)
+			work += c.work
+			lost += c.work
+			if c.winner >= 0 {
+				lost -= c.byAttempt[c.winner]
+			}
 		}
 		k := from / l.Block
 		b := Block{P99: NearestRank(slices.Sorted(slices.Values(lat[from:from+l.Block])), 0.99),
-			Amp: float64(attempts) / float64(l.Block), Queue: meanQueue(marks[k], marks[k+1])}
+			Amp: float64(attempts) / float64(l.Block), Queue: meanQueue(marks[k], marks[k+1]),
+			Spent: float64(attempts-cut) / float64(l.Block)}
+		if work > 0 {
+			b.Wasted = float64(lost) / float64(work)
+		}
 		row.Blocks = append(row.Blocks, b)
 		if from == 0 || b.Amp > row.WorstAmp {
 			row.WorstAmp = b.Amp

