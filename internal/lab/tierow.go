@@ -43,7 +43,7 @@ func TieVerdictTable(title string, vs []Verdict) string {
 			verdict = "MISSED"
 		}
 		fmt.Fprintf(&b, line, v.Criterion, v.Scenario, v.Contender, v.Reference,
-			fmt.Sprintf("%.3f", v.Figure), fmt.Sprintf("%.3f", v.Limit), fmt.Sprintf("%.3f", v.Feasible), verdict)
+			fmt.Sprintf("%.4f", v.Figure), fmt.Sprintf("%.3f", v.Limit), fmt.Sprintf("%.4f", v.Feasible), verdict)
 	}
 	return b.String()
 }
