@@ -138,7 +138,7 @@ func TestTieTimeline(t *testing.T) {
 		name: "a start cuts a sibling still queued", workers: 1, tie: Tie{On: true},
 		reqs: []tieRequest{
 			{Call: 9, Replica: 1, Service: 100 * ms},                          // keeps replica 1 busy
-			{Call: 0, Replica: 1, At: 0, Service: 20 * ms},                    // queued behind it
+			{Call: 0, Replica: 1, At: ms, Service: 20 * ms},                   // queued behind it
 			{Call: 0, Attempt: 1, Replica: 0, At: 10 * ms, Service: 200 * ms}, // starts at once: the primary leaves the queue
 		},
 		want: []tieAnswer{
@@ -150,7 +150,7 @@ func TestTieTimeline(t *testing.T) {
 		name: "without ties, both run, and the queued one may win", workers: 1,
 		reqs: []tieRequest{
 			{Call: 9, Replica: 1, Service: 100 * ms},
-			{Call: 0, Replica: 1, At: 0, Service: 20 * ms}, // starts at 100ms, and wins
+			{Call: 0, Replica: 1, At: ms, Service: 20 * ms}, // starts at 100ms, and wins
 			{Call: 0, Attempt: 1, Replica: 0, At: 10 * ms, Service: 200 * ms},
 		},
 		want: []tieAnswer{
