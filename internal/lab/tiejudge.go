@@ -33,7 +33,9 @@ func TiedServers(l Load) Load {
 }
 
 // TieScenario is one Load of the tie lab and the rows its contenders
-// made, in the order of TieRows' names. It is a plain value.
+// made, in the order its table prints them: no hedging, the best fixed
+// plan untied and tied, the two tied oracles, a second copy a round trip
+// later, and the contender untied and tied. It is a plain value.
 type TieScenario struct {
 	Title string
 	key   string // Title without the seed
@@ -105,13 +107,17 @@ func TieCriteria() []Criterion { return append([]Criterion(nil), tieCriteria...)
 // RoundTrip after the primary, and with contender c, tied and untied. It
 // returns the scenarios' rows and a verdict for each criterion of
 // TieCriteria that applies, for the tied contender and the tied fixed
-// plan. The fixed plans run through RunPlan, c through RunLoad as parallel
+// plan, and for crossed signals the tied second copy too. cfg.Budget is
+// the contender's, in [0, 3]. The fixed plans run through RunPlan, c through RunLoad as parallel
 // subtests of a subtest named "tie".
 //
 // In RunLoad the servers play the client's part of a tie (see Tie), so a
 // learned delay or a budget hears a tie-cancelled attempt as a loser.
 func TieJudge(t *testing.T, c Contender, cfg JudgeConfig) ([]TieScenario, []Verdict) {
 	t.Helper()
+	if !(cfg.Budget >= 0 && cfg.Budget <= 3) {
+		t.Fatalf("lab: JudgeConfig.Budget %v is outside [0, 3]", cfg.Budget)
+	}
 	grid := DefaultGrid
 	if cfg.Full {
 		grid = FullGrid
