@@ -30,7 +30,9 @@ import "context"
 // attempt waits for Allow. A slow one never holds Do past its deadline. If Allow grants an attempt whose fn
 // never runs because the call ended meanwhile, Do takes the grant back
 // with Release when the Budget is a Releaser, and with Done(k, Canceled)
-// otherwise. A panic in either is re-raised in the caller's
+// otherwise; so it does for an attempt that a tie cancelled while it
+// waited in a server's queue (see Started), instead of calling Done.
+// A panic in either is re-raised in the caller's
 // goroutine as a *PanicError, and runtime.Goexit ends the call as an
 // attempt's would.
 //

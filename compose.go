@@ -9,7 +9,9 @@ import (
 // Releaser is implemented by a Budget that can take back a grant whose
 // attempt never started: Release(ctx, k) undoes a granted Allow(ctx, k),
 // k ≥ 1, and no Done follows it. AllOf calls it on the budgets that
-// granted an attempt when a later one refused it.
+// granted an attempt when a later one refused it, and Do for an attempt
+// that a tie cancelled while it waited in a server's queue (see
+// Started): it did no work.
 //
 // Release is not Done(ctx, k, Canceled). Do reports Canceled for attempts
 // that ran and lost too, and a budget that charges on Allow must not
