@@ -186,6 +186,8 @@ func (s *sim) run() {
 			s.signal(int(e.id))
 		case turnAway:
 			s.turnAway(int(e.id))
+		case evicted:
+			s.refused(int(e.id) / (s.p.Hedges + 1))
 		}
 	}
 }
@@ -306,6 +308,7 @@ const (
 	finish
 	signal   // a start signal reaches its call
 	turnAway // a hedge has waited Admit.HedgeWait
+	evicted  // a primary took a hedge's place in a full queue
 )
 
 // event is something due at a time: a call's arrival (id is the call),

@@ -76,11 +76,11 @@ type job struct {
 	call    *callTally
 	attempt int
 	ctx     context.Context
-	// reported: its start signal reached the call. cut: a tie cancelled
-	// it; its answer, if it runs on, counts for nothing. turnedAway: the
-	// admission turned it away after it waited; wait is that timer.
-	reported, cut, turnedAway bool
-	wait                      *time.Timer
+	// cut: a tie cancelled it; its answer, if it runs on, counts for
+	// nothing. turnedAway: the admission turned it away after it waited,
+	// or for a primary; wait is the timer of its wait.
+	cut, turnedAway bool
+	wait            *time.Timer
 }
 
 func newCluster(replicas, workers int, cancel Cancel) *cluster {
@@ -108,7 +108,7 @@ func (c *cluster) serve(ctx context.Context, i int, hedge bool, service time.Dur
 // enter is serve for a job that says where it goes and what it needs,
 // and, if it belongs to a call, which call and attempt: a tie and the
 // admission need them (see Tie and Admit). A hedge the admission turns
-// away fails with errShed. A job that a tie cut returns when ctx ends.
+// away fails with errShed.
 func (c *cluster) enter(ctx context.Context, j *job) error {
 	c.mu.Lock()
 	r := j.replica
@@ -144,8 +144,10 @@ func (c *cluster) enter(ctx context.Context, j *job) error {
 			return nil
 		}
 	case queued:
+		c.tiedLocked(j)
 		c.dropLocked(j)
 	case running:
+		c.tiedLocked(j)
 		if c.cancel == CancelRunning {
 			j.timer.Stop()
 			c.endLocked(j, dropped)
@@ -173,8 +175,10 @@ func (c *cluster) startLocked(j *job) {
 		if j.state == running { // not dropped since
 			c.endLocked(j, finished)
 			if !j.cut {
-				close(j.done)
+				// Before done: once its serve returns, Do may cancel the
+				// others, and answeredLocked must see them as they were.
 				c.answeredLocked(j)
+				close(j.done)
 			}
 		}
 	})
@@ -205,15 +209,22 @@ func (c *cluster) endLocked(j *job, s jobState) {
 
 // nextLocked takes the job a freed worker of r serves next off its queue,
 // or returns nil if none waits: the oldest primary, else the oldest
-// hedge. Without admission every job is in r.queue. Called with c.mu
-// held.
+// hedge. Without admission every job is in r.queue. A job whose call has
+// cancelled it is dropped, not started, though its serve has not yet
+// seen the cancellation: a tie or an answer cancels it at an instant
+// whose other events may free this worker first. Called with c.mu held.
 func (c *cluster) nextLocked(r *replica) *job {
 	for _, q := range [...]*[]*job{&r.queue, &r.hedges} {
 		for len(*q) > 0 {
 			next := (*q)[0]
 			(*q)[0] = nil
 			*q = (*q)[1:]
-			if next.state == queued {
+			switch {
+			case next.state != queued:
+			case next.ctx.Err() != nil:
+				c.tiedLocked(next)
+				c.dropLocked(next)
+			default:
 				return next
 			}
 		}

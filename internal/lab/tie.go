@@ -5,23 +5,17 @@ import (
 	"time"
 )
 
-// Tie is the start signal of tied hedges, as a Load's servers and calls
-// play it. When On, a replica tells a call when a worker takes one of its
-// attempts, and Signal later (about one round trip: the signal's way back
-// to the client and the cancellation's way to the other replicas) the call
-// cancels each of its other attempts that has not reported a start of its
-// own, as hedge.Started has Do do: one still queued leaves its queue and
-// cost nothing; one that started meanwhile, its own signal still on its
-// way, is cancelled as Load.Cancel says. An attempt that has reported its
-// start is never cancelled by a tie, and hedges still start at their
-// delays. The zero Tie is off: servers that send no signal. It is a plain
-// value.
-//
-// In RunLoad the servers do the client's part of the tie themselves: an
-// attempt a tie cancelled holds no worker and no place in a queue, and
-// its call goes on as if it were still in flight until it is decided.
-// For a fixed plan that is what Do does with hedge.Started; a learned
-// delay or a budget hears the attempt as a loser of the race.
+// Tie is the start signal of tied hedges, as a Load's servers send it.
+// When On, a replica reports each attempt whose request a worker takes
+// to Do, through hedge.Started, Signal later (about one round trip: the
+// signal's way back to the client and the cancellation's way to the
+// other replicas). Do then cancels each other attempt of the call that
+// has not reported a start of its own: one still queued leaves its queue
+// and cost nothing; one that started meanwhile, its own signal still on
+// its way, is cancelled as Load.Cancel says. An attempt that has reported
+// its start is never cancelled by a tie, and hedges still start at their
+// delays. RunPlan plays the same for its fixed plans. The zero Tie is
+// off: servers that send no signal. It is a plain value.
 type Tie struct {
 	On     bool
 	Signal time.Duration
@@ -30,12 +24,14 @@ type Tie struct {
 // Admit is the admission in front of each replica's workers, as
 // admit.Gate implements it. When On, a freed worker takes the oldest
 // waiting primary, and the oldest waiting hedge only when no primary
-// waits. A hedge is turned away at once when all workers are busy and
-// Queue requests already wait (0: no bound), and when it has waited
-// HedgeWait for a worker (0: no limit). A hedge turned away fails at once
-// with a retryable error and no value, as a shed one does, and counts in
-// LoadRow.Shed; a primary is never turned away. The zero Admit is off:
-// one FIFO queue per replica. It is a plain value.
+// waits. When all workers are busy and Queue requests already wait (0: no
+// bound), an arriving hedge is turned away at once, and an arriving
+// primary takes the place of the hedge that has waited longest; a hedge
+// is also turned away once it has waited HedgeWait (0: no limit). A hedge
+// turned away fails with a retryable error and no value, as a shed one
+// does, and counts in LoadRow.Shed. Unlike a Gate, the lab's queue holds
+// any number of primaries: none is ever turned away. The zero Admit is
+// off: one FIFO queue per replica. It is a plain value.
 type Admit struct {
 	On        bool
 	Queue     int

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tailcut/hedge"
 )
 
 // RunPlan plays ties and the two-class queue as RunLoad does through Do:
@@ -72,8 +74,11 @@ type tieAnswer struct {
 }
 
 // tieTimeline sends reqs to a cluster of two replicas in virtual time and
-// returns their answers. Each call's context ends when one of its
-// attempts answers, as Do cancels the losers.
+// returns their answers. With ties on, each call runs through Do, with a
+// Fixed delay of its second attempt's At after its first's, so that the
+// start signals reach Do through hedge.Started; otherwise each attempt is
+// sent at its At, and a call's context ends when one of its attempts
+// answers, as Do cancels the losers.
 func tieTimeline(t *testing.T, workers int, cancel Cancel, tie Tie, admit Admit, reqs []tieRequest) []tieAnswer {
 	t.Helper()
 	got := make([]tieAnswer, len(reqs))
@@ -81,30 +86,52 @@ func tieTimeline(t *testing.T, workers int, cancel Cancel, tie Tie, admit Admit,
 		c := newCluster(2, workers, cancel)
 		c.tie, c.admit = tie, admit
 		calls := map[int]*callTally{}
-		ctxs := map[int]context.Context{}
-		stops := map[int]context.CancelFunc{}
-		for _, r := range reqs {
+		attempts := map[int][]int{} // a call's requests, by attempt
+		for i, r := range reqs {
 			if calls[r.Call] == nil {
 				calls[r.Call] = &callTally{}
-				ctxs[r.Call], stops[r.Call] = context.WithCancel(t.Context())
 			}
+			attempts[r.Call] = append(attempts[r.Call], i)
 		}
 		jobs := make([]*job, len(reqs))
-		begin := time.Now()
-		var wg sync.WaitGroup
 		for i, r := range reqs {
 			jobs[i] = &job{replica: &c.replicas[r.Replica], hedge: r.Attempt > 0, service: r.Service,
 				work: new(time.Duration), call: calls[r.Call], attempt: r.Attempt}
-			wg.Go(func() {
-				time.Sleep(r.At)
-				err := c.enter(ctxs[r.Call], jobs[i])
-				got[i].Returned = time.Since(begin)
-				if err != nil {
-					got[i].Err = err.Error()
-					return
+		}
+		begin := time.Now()
+		send := func(ctx context.Context, i int) error {
+			err := c.enter(ctx, jobs[i])
+			got[i].Returned = time.Since(begin)
+			if err != nil {
+				got[i].Err = err.Error()
+			}
+			return err
+		}
+		var wg sync.WaitGroup
+		for _, is := range attempts {
+			if tie.On {
+				p := hedge.Policy[int]{MaxAttempts: len(is)}
+				if len(is) > 1 {
+					p.Delay = hedge.Fixed(reqs[is[1]].At - reqs[is[0]].At)
 				}
-				stops[r.Call]()
-			})
+				wg.Go(func() {
+					time.Sleep(reqs[is[0]].At)
+					hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+						return 0, send(ctx, is[hedge.Attempt(ctx)])
+					})
+				})
+				continue
+			}
+			ctx, stop := context.WithCancel(t.Context())
+			defer stop()
+			for _, i := range is {
+				wg.Go(func() {
+					time.Sleep(reqs[i].At)
+					if send(ctx, i) == nil {
+						stop()
+					}
+				})
+			}
 		}
 		wg.Wait()
 		c.drain()
@@ -112,9 +139,6 @@ func tieTimeline(t *testing.T, workers int, cancel Cancel, tie Tie, admit Admit,
 			c.mu.Lock()
 			got[i].Work, got[i].Began = *j.work, !j.began.IsZero()
 			c.mu.Unlock()
-		}
-		for _, stop := range stops {
-			stop()
 		}
 		if c.jobs != 0 || c.waiting != 0 {
 			t.Errorf("after drain: %d jobs, %d waiting", c.jobs, c.waiting)
@@ -143,7 +167,7 @@ func TestTieTimeline(t *testing.T) {
 		},
 		want: []tieAnswer{
 			{Returned: 100 * ms, Work: 100 * ms, Began: true},
-			{Returned: 210 * ms, Err: canceled},
+			{Returned: 10 * ms, Err: canceled},
 			{Returned: 210 * ms, Work: 200 * ms, Began: true},
 		},
 	}, {
@@ -166,7 +190,7 @@ func TestTieTimeline(t *testing.T) {
 		},
 		want: []tieAnswer{
 			{Returned: 30 * ms, Work: 30 * ms, Began: true},
-			{Returned: 30 * ms, Err: canceled, Work: ms / 2, Began: true},
+			{Returned: ms, Err: canceled, Work: ms / 2, Began: true},
 		},
 	}, {
 		name: "a cut attempt runs on if running work cannot be cancelled", workers: 1, cancel: CancelQueued, tie: Tie{On: true, Signal: ms},
@@ -176,7 +200,7 @@ func TestTieTimeline(t *testing.T) {
 		},
 		want: []tieAnswer{
 			{Returned: 30 * ms, Work: 30 * ms, Began: true},
-			{Returned: 30 * ms, Err: canceled, Work: 10 * ms, Began: true},
+			{Returned: ms, Err: canceled, Work: 10 * ms, Began: true},
 		},
 	}, {
 		name: "an attempt that reported its start is never cut", workers: 1, tie: Tie{On: true, Signal: ms},
@@ -213,6 +237,18 @@ func TestTieTimeline(t *testing.T) {
 			{Returned: 110 * ms, Work: 10 * ms, Began: true},
 			{Returned: 20 * ms, Err: shed},
 			{Returned: 120 * ms, Work: 10 * ms, Began: true},
+		},
+	}, {
+		name: "a primary takes the place of the hedge that waited longest", workers: 1, admit: Admit{On: true, Queue: 1},
+		reqs: []tieRequest{
+			{Call: 9, Replica: 0, Service: 100 * ms},
+			{Call: 0, Attempt: 1, Replica: 0, At: 10 * ms, Service: 10 * ms}, // hears of it a nanosecond later
+			{Call: 1, Replica: 0, At: 20 * ms, Service: 10 * ms},
+		},
+		want: []tieAnswer{
+			{Returned: 100 * ms, Work: 100 * ms, Began: true},
+			{Returned: 20*ms + 1, Err: shed},
+			{Returned: 110 * ms, Work: 10 * ms, Began: true},
 		},
 	}, {
 		name: "a hedge that waited too long is turned away", workers: 1, admit: Admit{On: true, HedgeWait: 50 * ms},

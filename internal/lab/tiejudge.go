@@ -108,11 +108,9 @@ func TieCriteria() []Criterion { return append([]Criterion(nil), tieCriteria...)
 // returns the scenarios' rows and a verdict for each criterion of
 // TieCriteria that applies, for the tied contender and the tied fixed
 // plan, and for crossed signals the tied second copy too. cfg.Budget is
-// the contender's, in [0, 3]. The fixed plans run through RunPlan, c through RunLoad as parallel
-// subtests of a subtest named "tie".
-//
-// In RunLoad the servers play the client's part of a tie (see Tie), so a
-// learned delay or a budget hears a tie-cancelled attempt as a loser.
+// the contender's, in [0, 3]. The fixed plans run through RunPlan, c
+// through RunLoad, whose servers report starts to Do through
+// hedge.Started, as parallel subtests of a subtest named "tie".
 func TieJudge(t *testing.T, c Contender, cfg JudgeConfig) ([]TieScenario, []Verdict) {
 	t.Helper()
 	if !(cfg.Budget >= 0 && cfg.Budget <= 3) {

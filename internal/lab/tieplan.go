@@ -28,14 +28,31 @@ func (s *sim) waitingAt(r *simReplica) int {
 func (s *sim) queue(id int) {
 	h := s.p.Hedges + 1
 	r := &s.replicas[s.jobs[id].replica]
+	full := s.admitFull(r)
 	s.wait(+1)
 	if id%h == 0 || !s.l.Admit.On {
 		r.queue = append(r.queue, int32(id))
+		if full {
+			s.evict(r)
+		}
 		return
 	}
 	r.hedges = append(r.hedges, int32(id))
 	if w := s.l.Admit.HedgeWait; w > 0 {
 		s.events.push(event{at: s.now + w, kind: turnAway, id: int32(id)})
+	}
+}
+
+// evict is cluster.evictLocked: the hedge leaves the queue now, and its
+// call hears of it a nanosecond later.
+func (s *sim) evict(r *simReplica) {
+	for _, id := range r.hedges {
+		if j := &s.jobs[id]; j.state == queued {
+			j.state = dropped
+			s.wait(-1)
+			s.events.push(event{at: s.now + 1, kind: evicted, id: id})
+			return
+		}
 	}
 }
 
