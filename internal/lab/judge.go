@@ -538,6 +538,12 @@ func describeLoad(l Load) string {
 	if o := l.Overload; o.Rho != 0 {
 		fmt.Fprintf(&b, ", ρ%v %s", o.Rho, describePeriod(l, o.Period))
 	}
+	if l.Tie.On {
+		b.WriteString(", " + l.Tie.String())
+	}
+	if l.Admit.On {
+		b.WriteString(", " + l.Admit.String())
+	}
 	if s := l.Shift; s.Factor != 0 {
 		fmt.Fprintf(&b, ", ×%v %s", s.Factor, describePeriod(l, Period{s.From, l.Warm + l.Calls}))
 	}

@@ -43,6 +43,11 @@ type Load struct {
 	// no value.
 	Shed      bool
 	ShedQueue int
+	// Tie and Admit are the servers' side of tied hedges: a start signal,
+	// and primaries before hedges in a bounded queue. Their zero values
+	// are servers that send no signal and keep one FIFO queue.
+	Tie   Tie
+	Admit Admit
 	// Warm calls run before the measured ones; 0 means 2000, about what a
 	// learned delay needs before its estimate settles. Calls are measured;
 	// 0 means 5000. Block is the size of the blocks of measured calls that
@@ -160,6 +165,8 @@ func (l Load) withDefaults() (Load, error) {
 		return bad("Shift.Factor %v is outside (0, 1000]", l.Shift.Factor)
 	case l.Shift.From < 0:
 		return bad("negative Shift.From %d", l.Shift.From)
+	case l.checkTie() != "":
+		return bad("%s", l.checkTie())
 	}
 	l.mean = l.meanService()
 	return l, nil

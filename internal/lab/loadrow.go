@@ -22,6 +22,18 @@ type LoadRow struct {
 	// cluster spent, including requests that ran on after their attempt
 	// was cancelled. Without hedging it is about 1.
 	Work float64
+	// Wasted is the share of Work spent on attempts other than the one
+	// whose answer the call returned: losers, whether cancelled while
+	// running or run to their end. Both is the share of calls of which a
+	// worker took two attempts or more; Tie.Signal's delay lets it happen
+	// to tied calls too. Crossed is the share of calls in which a tie cut
+	// an attempt that had started: two started before either's signal
+	// arrived.
+	Wasted, Both, Crossed float64
+	// Spent is Amp less the attempts a tie cancelled while they were
+	// queued, which did no work and give their budget's grant back: the
+	// attempts per call a budget is charged for.
+	Spent float64
 	// HedgeRate is the share of calls that started a hedge; WinRate the
 	// share of those that a hedge won; Shed the hedges refused per call.
 	HedgeRate, WinRate, Shed float64
@@ -49,6 +61,8 @@ type Block struct {
 	P99   time.Duration
 	Amp   float64
 	Queue float64
+	// Spent and Wasted are LoadRow's, for the block's calls.
+	Spent, Wasted float64
 }
 
 // queueMark is the servers' queue area (see cluster.area) at a moment of a
@@ -76,8 +90,8 @@ func summarizeLoad(name string, l Load, calls []callTally, marks []queueMark) Lo
 		return row
 	}
 	lat := make([]time.Duration, len(measured))
-	var attempts, hedged, won, shed int
-	var work time.Duration
+	var attempts, hedged, won, shed, both, crossed, cut int
+	var work, lost time.Duration
 	for i := range measured {
 		c := &measured[i]
 		lat[i] = c.latency
@@ -85,6 +99,17 @@ func summarizeLoad(name string, l Load, calls []callTally, marks []queueMark) Lo
 		attempts += n
 		shed += int(c.shed.Load())
 		work += c.work
+		lost += c.work
+		if c.winner >= 0 {
+			lost -= c.byAttempt[c.winner]
+		}
+		if c.began >= 2 {
+			both++
+		}
+		if c.crossed {
+			crossed++
+		}
+		cut += int(c.queuedCut)
 		if n > 1 {
 			hedged++
 			if c.winner > 0 {
@@ -102,17 +127,35 @@ func summarizeLoad(name string, l Load, calls []callTally, marks []queueMark) Lo
 		row.WinRate = float64(won) / float64(hedged)
 	}
 	row.Shed = float64(shed) / n
+	row.Both = float64(both) / n
+	row.Crossed = float64(crossed) / n
+	row.Spent = float64(attempts-cut) / n
+	if work > 0 {
+		row.Wasted = float64(lost) / float64(work)
+	}
 	row.Queue = meanQueue(marks[0], marks[len(marks)-1])
 	row.WorstAmp = row.Amp
 	for from := 0; from+l.Block <= len(measured); from += l.Block {
 		block := measured[from : from+l.Block]
-		attempts := 0
+		attempts, cut := 0, 0
+		var work, lost time.Duration
 		for i := range block {
-			attempts += int(block[i].attempts.Load())
+			c := &block[i]
+			attempts += int(c.attempts.Load())
+			cut += int(c.queuedCut)
+			work += c.work
+			lost += c.work
+			if c.winner >= 0 {
+				lost -= c.byAttempt[c.winner]
+			}
 		}
 		k := from / l.Block
 		b := Block{P99: NearestRank(slices.Sorted(slices.Values(lat[from:from+l.Block])), 0.99),
-			Amp: float64(attempts) / float64(l.Block), Queue: meanQueue(marks[k], marks[k+1])}
+			Amp: float64(attempts) / float64(l.Block), Queue: meanQueue(marks[k], marks[k+1]),
+			Spent: float64(attempts-cut) / float64(l.Block)}
+		if work > 0 {
+			b.Wasted = float64(lost) / float64(work)
+		}
 		row.Blocks = append(row.Blocks, b)
 		if from == 0 || b.Amp > row.WorstAmp {
 			row.WorstAmp = b.Amp

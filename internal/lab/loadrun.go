@@ -32,6 +32,15 @@ type callTally struct {
 	work     time.Duration // worker time its requests used; guarded by cluster.mu
 	latency  time.Duration // from arrival to Do's return
 	winner   int           // the attempt whose answer Do returned; -1 if none
+
+	// Guarded by cluster.mu, like work: the worker time of each attempt,
+	// the attempts a worker took, and the call's jobs, for a tie.
+	byAttempt [hedge.MaxAttemptsLimit]time.Duration
+	began     int32
+	crossed   bool  // a tie cut a running attempt: the start signals crossed
+	answered  bool  // an attempt answered: the call is decided
+	queuedCut int32 // attempts a tie cut while they were queued
+	jobs      []*job
 }
 
 // RunLoad runs l.Warm+l.Calls calls, arriving at l's rate, each through
@@ -68,6 +77,7 @@ func RunLoad(t *testing.T, l Load, c Contender) LoadRow {
 // the last call arrived.
 func runLoad(t *testing.T, l Load, p hedge.Policy[int]) ([]callTally, []queueMark) {
 	cl := newCluster(l.Replicas, l.Workers, l.Cancel)
+	cl.tie, cl.admit = l.Tie, l.Admit
 	arrived := 0 // the last call to arrive; guarded by cl.mu
 	if b := l.Brownout; b.Factor != 0 {
 		cl.slow = func(i int) float64 {
@@ -110,7 +120,8 @@ func runLoad(t *testing.T, l Load, p hedge.Policy[int]) ([]callTally, []queueMar
 		attempt := func(ctx context.Context) (int, error) {
 			k := hedge.Attempt(ctx)
 			tl.attempts.Add(1)
-			err := cl.serve(ctx, (primary+k)%l.Replicas, k > 0, l.service(i, k), &tl.work)
+			err := cl.enter(ctx, &job{replica: &cl.replicas[(primary+k)%l.Replicas], hedge: k > 0,
+				service: l.service(i, k), work: &tl.work, call: tl, attempt: k})
 			if err != nil {
 				if errors.Is(err, errShed) {
 					tl.shed.Add(1)

@@ -78,8 +78,8 @@ func TestRunLoadWithoutHedging(t *testing.T) {
 	for i := l.Warm; i < l.Warm+l.Calls; i++ {
 		work += l.service(i, 0)
 	}
-	want := LoadRow{Name: "no hedging", Rho: 0.5, Amp: 1, WorstAmp: 1,
-		Work: float64(work) / float64(l.meanService()) / float64(l.Calls), Blocks: []Block{{Amp: 1}}}
+	want := LoadRow{Name: "no hedging", Rho: 0.5, Amp: 1, WorstAmp: 1, Spent: 1,
+		Work: float64(work) / float64(l.meanService()) / float64(l.Calls), Blocks: []Block{{Amp: 1, Spent: 1}}}
 	ignore := cmp.FilterPath(func(p cmp.Path) bool {
 		switch p.Last().String() {
 		case ".P50", ".P95", ".P99", ".Queue":

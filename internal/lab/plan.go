@@ -150,14 +150,16 @@ type sim struct {
 }
 
 type simReplica struct {
-	busy  int
-	queue []int32 // jobs, in arrival order; may hold dropped ones, skipped when they reach the head
+	busy   int
+	queue  []int32 // jobs, in arrival order; may hold dropped ones, skipped when they reach the head
+	hedges []int32 // likewise, the hedges when the admission is on
 }
 
 type simJob struct {
-	state   jobState // queued until started: a job that never started is never looked at
-	replica int32
-	began   time.Duration
+	state         jobState // queued until started: a job that never started is never looked at
+	replica       int32
+	began         time.Duration
+	reported, cut bool // as job's
 }
 
 // run plays the events in order of time, and in the order they were
@@ -173,11 +175,19 @@ func (s *sim) run() {
 		case arrive:
 			s.arrive(int(e.id))
 		case hedgeDue:
-			if call := int(e.id) / (s.p.Hedges + 1); !s.decided[call] {
-				s.attempt(call, int(e.id)%(s.p.Hedges+1))
+			// Stale if a retry started the attempt before its time.
+			call, k := int(e.id)/(s.p.Hedges+1), int(e.id)%(s.p.Hedges+1)
+			if !s.decided[call] && int(s.started[call]) == k {
+				s.attempt(call, k)
 			}
 		case finish:
 			s.finish(int(e.id))
+		case signal:
+			s.signal(int(e.id))
+		case turnAway:
+			s.turnAway(int(e.id))
+		case evicted:
+			s.refused(int(e.id) / (s.p.Hedges + 1))
 		}
 	}
 }
@@ -204,17 +214,20 @@ func (s *sim) mark() {
 func (s *sim) attempt(i, k int) {
 	s.started[i]++
 	id := i*(s.p.Hedges+1) + k
+	if k < s.p.Hedges {
+		s.events.push(event{at: s.now + s.p.Delay, kind: hedgeDue, id: int32(id + 1)})
+	}
 	j := &s.jobs[id]
 	j.replica = int32((s.d.primary[i] + k) % s.l.Replicas)
 	r := &s.replicas[j.replica]
-	if r.busy < s.l.Workers {
+	switch {
+	case r.busy < s.l.Workers:
 		s.start(id)
-	} else {
-		r.queue = append(r.queue, int32(id))
-		s.wait(+1)
-	}
-	if k < s.p.Hedges {
-		s.events.push(event{at: s.now + s.p.Delay, kind: hedgeDue, id: int32(id + 1)})
+	case k > 0 && s.admitFull(r):
+		j.state = dropped
+		s.refused(i)
+	default:
+		s.queue(id)
 	}
 }
 
@@ -230,6 +243,8 @@ func (s *sim) start(id int) {
 		d = time.Duration(float64(d) * b.Factor)
 	}
 	s.events.push(event{at: s.now + d, kind: finish, id: int32(id)})
+	s.calls[id/h].began++
+	s.started1(id)
 }
 
 // finish completes job id, if it still runs: the first attempt of its
@@ -241,7 +256,7 @@ func (s *sim) finish(id int) {
 	s.end(id, finished)
 	h := s.p.Hedges + 1
 	call := id / h
-	if s.decided[call] {
+	if s.decided[call] || s.jobs[id].cut {
 		return
 	}
 	s.decided[call] = true
@@ -264,17 +279,14 @@ func (s *sim) finish(id int) {
 func (s *sim) end(id int, st jobState) {
 	j := &s.jobs[id]
 	j.state = st
-	s.calls[id/(s.p.Hedges+1)].work += s.now - j.began
+	c := &s.calls[id/(s.p.Hedges+1)]
+	c.work += s.now - j.began
+	c.byAttempt[id%(s.p.Hedges+1)] += s.now - j.began
 	r := &s.replicas[j.replica]
 	r.busy--
-	for len(r.queue) > 0 {
-		next := int(r.queue[0])
-		r.queue = r.queue[1:]
-		if s.jobs[next].state == queued {
-			s.wait(-1)
-			s.start(next)
-			break
-		}
+	if next := s.next(r); next >= 0 {
+		s.wait(-1)
+		s.start(next)
 	}
 }
 
@@ -294,6 +306,9 @@ const (
 	arrive eventKind = iota
 	hedgeDue
 	finish
+	signal   // a start signal reaches its call
+	turnAway // a hedge has waited Admit.HedgeWait
+	evicted  // a primary took a hedge's place in a full queue
 )
 
 // event is something due at a time: a call's arrival (id is the call),

@@ -21,6 +21,8 @@ type cluster struct {
 	replicas []replica
 	workers  int
 	cancel   Cancel
+	tie      Tie
+	admit    Admit
 	// shed, when set, says whether a hedge arriving at r is refused.
 	shed func(r *replica) bool
 	// slow returns the factor a job's service time is multiplied by when
@@ -39,12 +41,14 @@ type cluster struct {
 }
 
 // replica is one server: workers busy out of cluster.workers, and the
-// attempts waiting for one, in arrival order.
+// attempts waiting for one, in arrival order: all of them in queue, or,
+// with cluster.admit on, the primaries in queue and the hedges in hedges.
 type replica struct {
 	index   int
 	busy    int
 	queue   []*job // may hold dropped jobs, skipped when they reach the head
-	waiting int    // jobs in queue that are still queued
+	hedges  []*job // likewise
+	waiting int    // jobs in queue and hedges that are still queued
 }
 
 type jobState int
@@ -65,6 +69,18 @@ type job struct {
 	done    chan struct{} // closed when finished
 	work    *time.Duration
 	replica *replica
+	hedge   bool
+
+	// A job of a call of RunLoad, which ties and wasted work need: the
+	// call (nil for a request of its own), its attempt, and ctx.
+	call    *callTally
+	attempt int
+	ctx     context.Context
+	// cut: a tie cancelled it; its answer, if it runs on, counts for
+	// nothing. turnedAway: the admission turned it away after it waited,
+	// or for a primary; wait is the timer of its wait.
+	cut, turnedAway bool
+	wait            *time.Timer
 }
 
 func newCluster(replicas, workers int, cancel Cancel) *cluster {
@@ -86,24 +102,37 @@ func newCluster(replicas, workers int, cancel Cancel) *cluster {
 // CancelQueued the worker runs it to completion, though serve returns at
 // once.
 func (c *cluster) serve(ctx context.Context, i int, hedge bool, service time.Duration, work *time.Duration) error {
+	return c.enter(ctx, &job{service: service, work: work, replica: &c.replicas[i], hedge: hedge})
+}
+
+// enter is serve for a job that says where it goes and what it needs,
+// and, if it belongs to a call, which call and attempt: a tie and the
+// admission need them (see Tie and Admit). A hedge the admission turns
+// away fails with errShed.
+func (c *cluster) enter(ctx context.Context, j *job) error {
 	c.mu.Lock()
-	r := &c.replicas[i]
-	if hedge && c.shed != nil && c.shed(r) {
+	r := j.replica
+	if j.hedge && (c.shed != nil && c.shed(r) || c.admitFullLocked(r)) {
 		c.mu.Unlock()
 		return errShed
 	}
-	j := &job{service: service, done: make(chan struct{}), work: work, replica: r}
+	j.done, j.ctx = make(chan struct{}), ctx
+	if j.call != nil {
+		j.call.jobs = append(j.call.jobs, j)
+	}
 	c.jobs++
 	if r.busy < c.workers {
 		c.startLocked(j)
 	} else {
-		r.queue = append(r.queue, j)
-		c.waitLocked(r, +1)
+		c.queueLocked(j)
 	}
 	c.mu.Unlock()
 
 	select {
 	case <-j.done:
+		if j.turnedAway {
+			return errShed
+		}
 		return nil
 	case <-ctx.Done():
 	}
@@ -111,13 +140,14 @@ func (c *cluster) serve(ctx context.Context, i int, hedge bool, service time.Dur
 	defer c.mu.Unlock()
 	switch j.state {
 	case finished: // at the same instant as ctx's end: it did answer
-		return nil
+		if !j.cut {
+			return nil
+		}
 	case queued:
-		j.state = dropped
-		c.waitLocked(r, -1)
-		c.jobs--
-		c.checkIdleLocked()
+		c.tiedLocked(j)
+		c.dropLocked(j)
 	case running:
+		c.tiedLocked(j)
 		if c.cancel == CancelRunning {
 			j.timer.Stop()
 			c.endLocked(j, dropped)
@@ -132,6 +162,9 @@ func (c *cluster) startLocked(j *job) {
 	r.busy++
 	j.state = running
 	j.began = time.Now()
+	if j.wait != nil {
+		j.wait.Stop()
+	}
 	d := j.service
 	if c.slow != nil {
 		d = time.Duration(float64(d) * c.slow(r.index))
@@ -141,9 +174,18 @@ func (c *cluster) startLocked(j *job) {
 		defer c.mu.Unlock()
 		if j.state == running { // not dropped since
 			c.endLocked(j, finished)
-			close(j.done)
+			if !j.cut {
+				// Before done: once its serve returns, Do may cancel the
+				// others, and answeredLocked must see them as they were.
+				c.answeredLocked(j)
+				close(j.done)
+			}
 		}
 	})
+	if j.call != nil {
+		j.call.began++
+		c.startedLocked(j)
+	}
 }
 
 // endLocked takes j's worker off it, counts the worker's time, and gives
@@ -151,19 +193,53 @@ func (c *cluster) startLocked(j *job) {
 func (c *cluster) endLocked(j *job, s jobState) {
 	r := j.replica
 	j.state = s
-	*j.work += time.Since(j.began)
+	d := time.Since(j.began)
+	*j.work += d
+	if j.call != nil {
+		j.call.byAttempt[j.attempt] += d
+	}
 	r.busy--
 	c.jobs--
-	for len(r.queue) > 0 {
-		next := r.queue[0]
-		r.queue[0] = nil
-		r.queue = r.queue[1:]
-		if next.state == queued {
-			c.waitLocked(r, -1)
-			c.startLocked(next)
-			break
+	if next := c.nextLocked(r); next != nil {
+		c.waitLocked(r, -1)
+		c.startLocked(next)
+	}
+	c.checkIdleLocked()
+}
+
+// nextLocked takes the job a freed worker of r serves next off its queue,
+// or returns nil if none waits: the oldest primary, else the oldest
+// hedge. Without admission every job is in r.queue. A job whose call has
+// cancelled it is dropped, not started, though its serve has not yet
+// seen the cancellation: a tie or an answer cancels it at an instant
+// whose other events may free this worker first. Called with c.mu held.
+func (c *cluster) nextLocked(r *replica) *job {
+	for _, q := range [...]*[]*job{&r.queue, &r.hedges} {
+		for len(*q) > 0 {
+			next := (*q)[0]
+			(*q)[0] = nil
+			*q = (*q)[1:]
+			switch {
+			case next.state != queued:
+			case next.ctx.Err() != nil:
+				c.tiedLocked(next)
+				c.dropLocked(next)
+			default:
+				return next
+			}
 		}
 	}
+	return nil
+}
+
+// dropLocked takes queued job j out of its queue. Called with c.mu held.
+func (c *cluster) dropLocked(j *job) {
+	j.state = dropped
+	if j.wait != nil {
+		j.wait.Stop()
+	}
+	c.waitLocked(j.replica, -1)
+	c.jobs--
 	c.checkIdleLocked()
 }
 
