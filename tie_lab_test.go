@@ -81,7 +81,7 @@ func TestTieJudge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the tie lab runs the load lab")
 	}
-	scenarios, vs := lab.TieJudge(t, autoContender, judgeConfig(0.1))
+	scenarios, vs := lab.TieJudge(t, autoContender(), judgeConfig(0.1))
 	for _, sc := range scenarios {
 		t.Log("\n" + sc.Table())
 	}
