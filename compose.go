@@ -6,19 +6,9 @@ import (
 	"reflect"
 )
 
-// Releaser is implemented by a Budget that can take back a grant whose
-// attempt never started: Release(ctx, k) undoes a granted Allow(ctx, k),
-// k ≥ 1, and no Done follows it. AllOf calls it on the budgets that
-// granted an attempt when a later one refused it.
-//
-// Release is not Done(ctx, k, Canceled). Do reports Canceled for attempts
-// that ran and lost too, and a budget that charges on Allow must not
-// refund those: a RatioBudget's withdrawal pays for load the attempt did
-// add. For an attempt that never ran, there is nothing to pay for. The
-// stock budgets implement Release: a RatioBudget refunds the attempt, an
-// InflightLimit returns its permit, a Breaker returns its trial slot, and
-// a TokenBucket, whose Allow takes nothing, does nothing.
-type Releaser interface {
+// releaser is a Budget that can take back a grant whose attempt never
+// started: see Budget.
+type releaser interface {
 	Release(ctx context.Context, k int)
 }
 
@@ -36,7 +26,7 @@ type Releaser interface {
 // Allow(ctx, 0), the primary's, goes to every budget, and the answer is
 // true. Allow(ctx, k ≥ 1) asks the budgets in order and stops at the
 // first refusal; every budget that had granted the attempt then gets it
-// back: Release if it is a Releaser, otherwise Done(ctx, k, Canceled),
+// back: Release if it has that method, otherwise Done(ctx, k, Canceled),
 // which is what Do reports for an attempt it claimed but did not start.
 // Put the budget that refuses most often first, so that the others are
 // asked least. Done goes to every budget, each of which granted the
@@ -44,7 +34,7 @@ type Releaser interface {
 //
 // Grants come back also when a budget panics or calls runtime.Goexit in
 // Allow, and Done and Release reach every budget even when one of them
-// panics. The result is a Releaser itself, so compositions nest. It is
+// panics. The result has a Release method itself, so compositions nest. It is
 // safe for concurrent use if the budgets are, and costs their calls plus
 // a few nanoseconds.
 func AllOf(budgets ...Budget) Budget {
@@ -120,9 +110,20 @@ func release(ctx context.Context, bs []Budget, k int) {
 		return
 	}
 	defer release(ctx, bs[1:], k)
-	if r, ok := bs[0].(Releaser); ok {
+	if r, ok := bs[0].(releaser); ok {
 		r.Release(ctx, k)
 	} else {
 		bs[0].Done(ctx, k, Canceled)
 	}
+}
+
+// check reports the first of the budgets whose fields are out of range,
+// with its place.
+func (a *allOf) check() error {
+	for i, b := range a.budgets {
+		if err := checkBudget(b); err != nil {
+			return fmt.Errorf("%w (AllOf's budget %d)", err, i)
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package hedgegrpc
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -24,8 +25,8 @@ type method struct {
 	// nonFatal has bit c set for a code c that lets a hedged call go on,
 	// and that drains the token bucket, hedged or not.
 	nonFatal uint32
-	// guard is the policy's Delay when it is a hedge.Budget and a
-	// hedge.Releaser too, as a hedge.Adaptive is: it then bounds the
+	// guard is the policy's Delay when it is a hedge.Budget with a
+	// Release method too, as a hedge.Adaptive is: it then bounds the
 	// method's attempts beside the token bucket. Nil otherwise.
 	guard guard
 }
@@ -34,7 +35,7 @@ type method struct {
 // that keeps its own bound, as hedge.Adaptive does, is besides.
 type guard interface {
 	hedge.Budget
-	hedge.Releaser
+	Release(ctx context.Context, k int)
 }
 
 // unhedged is the method of a call that no name hedges and no entry of
@@ -123,7 +124,7 @@ func compile(cfg Config, entries map[string]entry, prev *table) (*table, error) 
 	case limit == 0:
 		limit = DefaultMaxAttemptsLimit
 	case limit < 2 || limit > hedge.MaxAttemptsLimit:
-		return nil, fmt.Errorf("%w: MaxAttemptsLimit %d is outside 2..%d", ErrInvalidConfig, limit, hedge.MaxAttemptsLimit)
+		return nil, fmt.Errorf("%w: Config.MaxAttemptsLimit %d is outside 2..%d", ErrInvalidConfig, limit, hedge.MaxAttemptsLimit)
 	}
 	t := &table{}
 	if r := cfg.RetryThrottling; r != nil {
@@ -134,8 +135,8 @@ func compile(cfg Config, entries map[string]entry, prev *table) (*table, error) 
 		if prev != nil && prev.bucket != nil && prev.throttling == *r {
 			t.bucket = prev.bucket
 		} else {
-			b, err := hedge.NewTokenBucket(r.MaxTokens, r.TokenRatio)
-			if err != nil {
+			b := &hedge.TokenBucket{MaxTokens: r.MaxTokens, TokenRatio: r.TokenRatio}
+			if err := (hedge.Policy[struct{}]{Budget: b}).Validate(); err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 			}
 			t.bucket = b

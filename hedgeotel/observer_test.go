@@ -424,10 +424,7 @@ func TestDelayGauge(t *testing.T) {
 func TestBreakerOpens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, obs := newReader(t, hedgeotel.WithKey(routeOf))
-		breaker, err := hedge.NewBreaker(hedge.BreakerConfig{Key: routeOf, Samples: 2, OnOpen: obs.BreakerOpened})
-		if err != nil {
-			t.Fatal(err)
-		}
+		breaker := &hedge.Breaker{Key: routeOf, Samples: 2, OnOpen: obs.BreakerOpened}
 		p := hedge.Policy[int]{Budget: breaker, Delay: hedge.Fixed(time.Hour)}
 		failing := script(step{after: ms, err: hedge.Permanent(errors.New("down"))})
 		for _, route := range []string{"a", "a", "b"} {
