@@ -191,7 +191,9 @@ func TestObserverRecordsCalls(t *testing.T) {
 		reader, obs := newReader(t, hedgeotel.WithKey(routeOf))
 		p := hedge.Policy[int]{Delay: hedge.Fixed(10 * ms), MaxAttempts: 3, Observer: obs}
 		refusing := p
-		refusing.Budget = &hedge.InflightLimit{} // the zero value refuses every hedge
+		full := &hedge.InflightLimit{Max: 1}
+		full.Allow(t.Context(), 1) // its one permit taken: it refuses every hedge
+		refusing.Budget = full
 		short := p
 		short.Timeout = 12 * ms // at 10ms, less than half the delay is left
 		retryable := errors.New("retryable")
