@@ -79,7 +79,9 @@ type Policy[T any] struct {
 // The delays and budgets of this package read their fields on first
 // use, so Validate reads them: set them before. A Keyed delay's Key is
 // called with context.Background(), and its New for that key, to check
-// the delay it would make. Validate calls nothing else of the user's.
+// the delay it would make. Validate calls nothing else of the user's,
+// and is safe to call concurrently with Do on the same delays and
+// budgets.
 func (p Policy[T]) Validate() error {
 	if _, err := p.attempts(); err != nil {
 		return err

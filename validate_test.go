@@ -269,3 +269,17 @@ type noHedges struct{}
 
 func (noHedges) Allow(_ context.Context, k int) bool      { return k < 1 }
 func (noHedges) Done(context.Context, int, hedge.Outcome) {}
+
+// A retry loop on a budget out of range ends at its first try, with the
+// budget's error, and runs nothing.
+func TestTriesInvalidBudget(t *testing.T) {
+	ran := false
+	try := hedge.Tries(context.Background(), &hedge.TokenBucket{TokenRatio: -1}, func(context.Context) (int, error) {
+		ran = true
+		return 1, nil
+	}, nil)
+	_, err := try()
+	if !errors.Is(err, hedge.ErrInvalidBudget) || !strings.Contains(err.Error(), "TokenBucket.TokenRatio -1") || ran {
+		t.Errorf("first try: %v, op ran: %t; want the budget's error and no run", err, ran)
+	}
+}
