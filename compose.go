@@ -47,6 +47,7 @@ func AllOf(budgets ...Budget) Budget {
 			panic(fmt.Sprintf("hedge: AllOf: budget %d is a nil %T (was a constructor's error dropped?)", i, b))
 		}
 		a.budgets = append(a.budgets, b)
+		a.places = append(a.places, i)
 	}
 	return a
 }
@@ -62,7 +63,10 @@ func typedNil(b Budget) bool {
 
 // allOf is AllOf's Budget: a pointer, so that a Policy holding it stays
 // comparable with ==.
-type allOf struct{ budgets []Budget }
+type allOf struct {
+	budgets []Budget
+	places  []int // each budget's place among AllOf's arguments, nils counted
+}
 
 func (a *allOf) Allow(ctx context.Context, k int) bool {
 	if primary(k) {
@@ -118,11 +122,11 @@ func release(ctx context.Context, bs []Budget, k int) {
 }
 
 // check reports the first of the budgets whose fields are out of range,
-// with its place.
+// with its place among AllOf's arguments.
 func (a *allOf) check() error {
 	for i, b := range a.budgets {
 		if err := checkBudget(b); err != nil {
-			return fmt.Errorf("%w (AllOf's budget %d)", err, i)
+			return fmt.Errorf("%w (AllOf's budget %d)", err, a.places[i])
 		}
 	}
 	return nil

@@ -168,9 +168,9 @@ func TestAllOfFields(t *testing.T) {
 		{"the second out of range", hedge.AllOf(&hedge.RatioBudget{}, &hedge.InflightLimit{Max: -1}), "InflightLimit.Max"},
 		{"nested", hedge.AllOf(&hedge.Breaker{}, hedge.AllOf(&hedge.TokenBucket{MaxTokens: 2000})), "TokenBucket.MaxTokens"},
 	})
-	err := hedge.Policy[int]{Budget: hedge.AllOf(&hedge.RatioBudget{}, &hedge.InflightLimit{Max: -1})}.Validate()
-	if !strings.Contains(err.Error(), "AllOf's budget 1") {
-		t.Errorf("Validate: %q, want it to say which of AllOf's budgets", err)
+	err := hedge.Policy[int]{Budget: hedge.AllOf(nil, &hedge.RatioBudget{}, &hedge.InflightLimit{Max: -1})}.Validate()
+	if !strings.Contains(err.Error(), "AllOf's budget 2") {
+		t.Errorf("Validate: %q, want it to say which of AllOf's arguments it is", err)
 	}
 }
 
