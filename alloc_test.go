@@ -28,3 +28,14 @@ func TestFastPathAllocations(t *testing.T) {
 		t.Errorf("MaxAttempts 1: %v allocations per call, want at most 2", n)
 	}
 }
+
+// A start reported by an attempt costs no allocation: the fast path with
+// a primary that reports its start stays at three.
+func TestStartedAllocations(t *testing.T) {
+	p := hedge.Policy[int]{Delay: hedge.Fixed(time.Hour)}
+	fn := func(ctx context.Context) (int, error) { hedge.Started(ctx); return 1, nil }
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(1000, func() { hedge.Do(ctx, p, fn) }); n > 3 {
+		t.Errorf("fast path reporting its start: %v allocations per call, want at most 3", n)
+	}
+}

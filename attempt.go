@@ -15,7 +15,9 @@ func (c *call[T]) run(a *attemptCtx) (next *attemptCtx) {
 	if a.canceled() {
 		// Claimed just before the call was decided: do not call fn.
 		c.mu.Lock()
-		c.inflight--
+		if !a.tied { // a tie counted it out already
+			c.inflight--
+		}
 		c.unlock()
 		c.release(c.local(a))
 		return nil
@@ -66,8 +68,14 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 	var d, own drop[T]
 	k := 0
 	c.mu.Lock()
-	c.inflight--
-	if c.track && a == &c.primary && !c.decided {
+	// A tied attempt is out of the race, as if it had never run, unless
+	// it panicked: that reaches the caller as any attempt's does. The tie
+	// counted it out of those in flight already.
+	tied := a.tied && r.returned
+	if !a.tied {
+		c.inflight--
+	}
+	if c.track && a == &c.primary && !c.decided && !a.tied {
 		c.primaryDone = true
 		c.seen, c.hasSeen = c.since(), true
 		c.primaryRan = c.seen
@@ -78,6 +86,8 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 	switch {
 	case lost:
 		own = drop[T]{v: r.v, ok: r.produced && r.err == nil} // a late loser
+	case tied:
+		own = c.early(r.v, r.produced && r.err == nil)
 	case r.returned && r.o != Accept:
 		// An attempt that fails because the caller gave up or the deadline
 		// passed (its fn returned ctx.Err()) may get here before the
@@ -93,7 +103,7 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 	}
 	o, hold := Canceled, false
 	switch {
-	case c.budget == nil:
+	case c.budget == nil || tied:
 	case !lost && !cut:
 		o = r.o
 		if !r.returned {
@@ -110,6 +120,10 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 	// Deferred: a Discard or a Done that calls runtime.Goexit must not keep
 	// own from being counted through, or Do would wait for it for ever.
 	defer c.drop(own)
+	if tied {
+		c.release(c.local(a)) // it waited in a queue and did no work
+		return nil
+	}
 	if k > 0 && d.ok {
 		// Discard may be slow (draining a body): the next attempt must
 		// not wait for it.
@@ -122,7 +136,7 @@ func (c *call[T]) record(a *attemptCtx, r *result[T]) *attemptCtx {
 		c.drop(d)
 	}
 	if k > 0 {
-		return c.claim(k)
+		return c.claim(k, -1)
 	}
 	return nil
 }

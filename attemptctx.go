@@ -32,14 +32,23 @@ type attemptCtx struct {
 	// timer does. watch holds done and hooks from then on.
 	detached     bool
 	followParent bool
-	watch        *watch
+	// Guarded by the call's mu, not by mu: began says the attempt reported
+	// its start (Started), tied that another's start cancelled it.
+	began, tied bool
+	watch       *watch
 
 	mu    sync.Mutex
 	done  chan struct{} // made on first Done, closed on cancel
 	err   error
-	cause error           // why the call cancelled it; nil: the caller's context did, and has the cause
-	hooks hookList        // AfterFunc registrations waiting for cancel
-	why   context.Context // made on first context.Cause of a cancelled attempt; see causeContext
+	hooks hookList // AfterFunc registrations waiting for cancel
+	// why is the cause the call cancelled the attempt with (an error; nil:
+	// the caller's context did, and has the cause), replaced on first
+	// context.Cause by a cancelled context carrying it (see causeContext).
+	// One slot for both keeps the attempt in its size class.
+	why any
+	// owner is the call, for Started; nil once the attempt is cancelled or
+	// detached, so that neither a loser nor the winner retains the call.
+	owner tier
 }
 
 // hook is one AfterFunc registration.
@@ -137,6 +146,8 @@ func (a *attemptCtx) Value(key any) any {
 	switch key {
 	case attemptKey{}:
 		return int(a.n)
+	case tieKey{}:
+		return a
 	case cancelCtxKey:
 		if why := a.causeContext(); why != nil {
 			return why.Value(key)
@@ -172,10 +183,13 @@ func init() {
 func (a *attemptCtx) causeContext() context.Context {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if why, ok := a.why.(context.Context); ok {
+		return why
+	}
 	var cause error
 	switch {
 	case a.err != nil:
-		cause = a.cause
+		cause, _ = a.why.(error)
 	case a.watch != nil && a.watch.error() != nil:
 		cause = a.watch.causeOf() // nil when the caller's context ended it
 	case a.detached && !a.followParent && !a.deadline.IsZero() && !time.Now().Before(a.deadline):
@@ -184,12 +198,10 @@ func (a *attemptCtx) causeContext() context.Context {
 	if cause == nil {
 		return nil
 	}
-	if a.why == nil {
-		why, cancel := context.WithCancelCause(context.Background())
-		cancel(cause)
-		a.why = why
-	}
-	return a.why
+	why, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
+	a.why = why
+	return why
 }
 
 func (a *attemptCtx) String() string {
@@ -223,22 +235,28 @@ func (a *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 }
 
 // cancel ends the attempt's context with err and cause (nil: the
-// caller's context ended it and holds the cause); later calls do nothing.
-func (a *attemptCtx) cancel(err, cause error) {
+// caller's context ended it and holds the cause), and reports whether it
+// did; later calls do nothing.
+func (a *attemptCtx) cancel(err, cause error) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.err != nil {
-		return
+		return false
 	}
+	a.owner = nil
 	if a.watch != nil {
 		a.watch.expire(err, cause != nil)
-		return
+		return true
 	}
-	a.err, a.cause = err, cause
+	a.err, a.why = err, nil
+	if cause != nil {
+		a.why = cause
+	}
 	if a.done != nil {
 		close(a.done)
 	}
 	a.hooks.fire()
+	return true
 }
 
 // detach hands the winner its deadline: from now on the call no longer
@@ -248,6 +266,7 @@ func (a *attemptCtx) detach(followParent bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.detached, a.followParent = true, followParent
+	a.owner = nil
 	if a.err == nil && (a.done != nil || !a.hooks.empty()) {
 		if w := a.watchLocked(); w != nil {
 			w.arm() // something waits on the winner already

@@ -88,6 +88,35 @@ func BenchmarkHedgeFires(b *testing.B) {
 	})
 }
 
+// What a start reported by an attempt costs: the primary reports it and
+// answers, alone; or the primary waits in a queue and the hedge, at once,
+// reports its start, which cancels the primary, and answers.
+func BenchmarkStarted(b *testing.B) {
+	ctx := context.Background()
+	b.Run("primary", func(b *testing.B) {
+		b.ReportAllocs()
+		p := hedge.Policy[int]{Delay: hedge.Fixed(time.Hour)}
+		fn := func(ctx context.Context) (int, error) { hedge.Started(ctx); return 1, nil }
+		for b.Loop() {
+			hedge.Do(ctx, p, fn)
+		}
+	})
+	b.Run("hedge-ties", func(b *testing.B) {
+		b.ReportAllocs()
+		p := hedge.Policy[int]{Delay: hedge.Fixed(0)}
+		fn := func(ctx context.Context) (int, error) {
+			k := hedge.Attempt(ctx)
+			if k > 0 {
+				hedge.Started(ctx)
+			}
+			return hedgeWins(ctx, k)
+		}
+		for b.Loop() {
+			hedge.Do(ctx, p, fn)
+		}
+	})
+}
+
 func BenchmarkParallelFastPath(b *testing.B) {
 	ctx := context.Background()
 	b.Run("bare", func(b *testing.B) {

@@ -30,7 +30,9 @@ import "context"
 // attempt waits for Allow. A slow one never holds Do past its deadline. If Allow grants an attempt whose fn
 // never runs because the call ended meanwhile, Do takes the grant back
 // with Release when the Budget has that method (below), and with
-// Done(k, Canceled) otherwise. A panic in either is re-raised in the caller's
+// Done(k, Canceled) otherwise; so it does for an attempt that a tie
+// cancelled while it waited in a server's queue (see Started), instead
+// of calling Done. A panic in either is re-raised in the caller's
 // goroutine as a *PanicError, and runtime.Goexit ends the call as an
 // attempt's would.
 //
@@ -46,8 +48,9 @@ import "context"
 //
 // that undoes a granted Allow(ctx, k), k ≥ 1; no Done follows it. Do
 // calls it for a grant whose attempt the call's end kept from starting,
-// and AllOf on the budgets that granted an attempt when a later one
-// refused it. Release is not Done(ctx, k, Canceled): Do reports Canceled
+// and for an attempt that a tie cancelled while it waited in a server's
+// queue (see Started): it did no work. AllOf calls it on the budgets
+// that granted an attempt when a later one refused it. Release is not Done(ctx, k, Canceled): Do reports Canceled
 // for attempts that ran and lost too, and a budget that charges on Allow
 // must not refund those, since a RatioBudget's withdrawal pays for load
 // the attempt did add. For an attempt that never ran, there is nothing to

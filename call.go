@@ -37,8 +37,8 @@ type call[T any] struct {
 	classify func(T, error) Outcome // nil: classifyErr, without a generic func value's allocation
 	budget   Budget
 	discard  func(T)
-	clock    clock.Clock // nil: real time
-	begin    time.Time   // by the policy's clock; the primary starts then
+	clock    clock.Clock   // nil: real time
+	begin    time.Duration // the primary starts then: see stamp
 	stepFn   func()
 	// The call's times are offsets from begin by the policy's clock;
 	// never: none.
@@ -58,9 +58,11 @@ type call[T any] struct {
 	nextAt    time.Duration // when the next timed hedge is due; never: none
 	lastDelay time.Duration // the delay that set nextAt
 	started   int32         // attempts claimed, the primary included
-	inflight  int32         // claimed attempts whose fn has not returned
+	inflight  int32         // claimed attempts whose fn has not returned, but for tied ones (see Started)
 	retryDue  int8          // retryable results owed an attempt at once; at most max
 	claiming  bool          // a goroutine asks the hooks for an attempt, outside mu
+	retrying  bool          // the attempt being claimed is owed to a retryable result
+	retried   uint16        // bit k: attempt k started for a retryable result, not at its delay
 	kick      bool          // a step is due now; start it after unlocking
 	letGo     bool          // the call was just decided: let Do go after unlocking
 	hasSeen   bool          // seen holds this turn's clock reading
@@ -133,6 +135,12 @@ type drop[T any] struct {
 	early bool
 }
 
+// epoch is what the real clock's readings are offsets from:
+// time.Since(epoch) reads the monotonic clock alone, where time.Now reads
+// the wall clock as well, and a call without a deadline needs no wall
+// time.
+var epoch = time.Now()
+
 func (c *call[T]) now() time.Time {
 	if c.clock == nil {
 		return time.Now()
@@ -140,13 +148,27 @@ func (c *call[T]) now() time.Time {
 	return c.clock.Now()
 }
 
-// since returns the time since the call's start, by the policy's clock.
-func (c *call[T]) since() time.Duration {
+// stamp returns a reading t of the policy's clock as an offset the
+// call's times can count from: from epoch for the real clock, from the
+// Unix epoch for a policy's clock.
+func (c *call[T]) stamp(t time.Time) time.Duration {
 	if c.clock == nil {
-		return time.Since(c.begin)
+		return t.Sub(epoch)
 	}
-	return c.clock.Since(c.begin)
+	return time.Duration(t.UnixNano())
 }
+
+// reading returns the policy's clock now, as stamp does, in one read of
+// the monotonic clock for the real one.
+func (c *call[T]) reading() time.Duration {
+	if c.clock == nil {
+		return time.Since(epoch)
+	}
+	return time.Duration(c.clock.Now().UnixNano())
+}
+
+// since returns the time since the call's start, by the policy's clock.
+func (c *call[T]) since() time.Duration { return c.reading() - c.begin }
 
 // parent returns the caller's context.
 func (c *call[T]) parent() context.Context { return c.primary.parent }
@@ -163,17 +185,17 @@ func (c *call[T]) step() {
 			a = c.claimFirst()
 		} else if c.parent().Err() != nil {
 			c.mu.Lock()
-			_, d := c.advance()
+			_, _, d := c.advance()
 			c.unlock()
 			c.drop(d)
 		}
 	} else {
 		c.mu.Lock()
-		k, d := c.advance()
+		k, now, d := c.advance()
 		c.unlock()
 		c.drop(d)
 		if k > 0 {
-			a = c.claim(k)
+			a = c.claim(k, now)
 		}
 	}
 	for a != nil {
@@ -201,8 +223,9 @@ func (c *call[T]) wakeDo() { c.wake.Signal() }
 
 // advance decides on the caller's context and the deadline, and returns
 // the number of an extra attempt that is due and that this goroutine now
-// claims (0: none). Called with c.mu held.
-func (c *call[T]) advance() (int, drop[T]) {
+// claims (0: none), with the clock reading it claimed it at. Called with
+// c.mu held.
+func (c *call[T]) advance() (int, time.Duration, drop[T]) {
 	var d drop[T]
 	if err := c.parent().Err(); err != nil && !c.decided {
 		d = c.end(context.Cause(c.parent()), err, nil)
@@ -211,11 +234,11 @@ func (c *call[T]) advance() (int, drop[T]) {
 		if !d.ok {
 			d = c.interruptWait()
 		}
-		return 0, d
+		return 0, -1, d
 	}
 	now := c.since()
 	if now >= c.timeout {
-		return 0, c.end(context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded)
+		return 0, -1, c.end(context.DeadlineExceeded, context.DeadlineExceeded, context.DeadlineExceeded)
 	}
 	k := c.due(now)
 	if k == 0 {
@@ -224,7 +247,7 @@ func (c *call[T]) advance() (int, drop[T]) {
 		// more may start: the kept result is then the answer.
 		c.runOut()
 	}
-	return k, drop[T]{}
+	return k, now, drop[T]{}
 }
 
 // due returns the number of the extra attempt that may start now, and
@@ -246,12 +269,14 @@ func (c *call[T]) due(now time.Duration) int {
 		return 0
 	case retry:
 		c.retryDue--
+		c.retrying = true
 		if now >= c.sched {
 			c.skips++
 			return 0
 		}
 	default:
 		c.nextAt = never
+		c.retrying = false
 		if !worthStarting(now, c.sched, c.lastDelay) {
 			c.skips++
 			return 0
@@ -266,8 +291,11 @@ func (c *call[T]) due(now time.Duration) int {
 
 // claim asks the Budget for attempt k and the Delay for the hedge after
 // it, outside c.mu, then starts k if the budget granted it and the call is
-// still undecided. It returns the attempt to run on this goroutine.
-func (c *call[T]) claim(k int) *attemptCtx {
+// still undecided. It returns the attempt to run on this goroutine. seen
+// is the clock reading of the turn that claimed k, or -1: with no Budget
+// and a Delay of this package, which run no code of the user's, the
+// attempt starts at it, without a second read.
+func (c *call[T]) claim(k int, seen time.Duration) *attemptCtx {
 	granted := true
 	if c.budget != nil && !c.guard(k, func() { granted = c.budget.Allow(c.parent(), c.bn(k)) }) {
 		return nil
@@ -285,7 +313,10 @@ func (c *call[T]) claim(k int) *attemptCtx {
 		}
 		return nil
 	}
-	now := c.since()
+	now := seen
+	if now < 0 || c.budget != nil || !quickDelay(c.delay) {
+		now = c.since()
+	}
 	var a *attemptCtx
 	if granted {
 		a = c.start(k, now, d)
@@ -352,7 +383,10 @@ func (c *call[T]) claimFirst() (a *attemptCtx) {
 func (c *call[T]) start(k int, now, d time.Duration) *attemptCtx {
 	a := &c.primary
 	if k > 0 {
-		a = &attemptCtx{parent: c.primary.parent, deadline: c.primary.deadline}
+		a = &attemptCtx{parent: c.primary.parent, deadline: c.primary.deadline, owner: c}
+		if c.retrying {
+			c.retried |= 1 << k
+		}
 		c.last.next = a
 	}
 	a.n, a.at = c.primary.n+int32(k), now

@@ -85,7 +85,7 @@ func (c *call[T]) finish(winner *attemptCtx, cancel, cause error) {
 	c.decided = true
 	c.nextAt = never
 	c.retryDue = 0
-	if c.track && c.started > 0 && !c.primaryDone {
+	if c.track && c.started > 0 && !c.primaryDone && !c.primary.tied {
 		// The primary lost or was cut off: it would have run at least
 		// this long.
 		c.primaryRan, c.learn = c.clockNow(), c.learns

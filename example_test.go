@@ -163,3 +163,27 @@ func ExampleBudget() {
 	fmt.Println("hedged", s.Hedged, "of", s.Calls, "calls; refused", s.BudgetRefusals)
 	// Output: hedged 1 of 3 calls; refused 2
 }
+
+// A server that says when a request leaves its queue lets the attempt
+// that starts first cancel its copies that still wait. Here the primary
+// waits in a queue, and the hedge, sent at once, starts and answers.
+func ExampleStarted() {
+	p := hedge.Policy[string]{
+		Delay: hedge.Fixed(0),
+		Observer: hedge.ObserverFunc(func(_ context.Context, r hedge.Report) {
+			fmt.Printf("attempts %d, tied %d, winner %d\n", r.Attempts, r.Tied, r.Winner)
+		}),
+	}
+	v, err := hedge.Do(context.Background(), p, func(ctx context.Context) (string, error) {
+		if hedge.Attempt(ctx) == 0 {
+			<-ctx.Done() // queued until the hedge's start cancels it
+			return "", context.Cause(ctx)
+		}
+		hedge.Started(ctx) // where the server's start signal arrives
+		return "hedge", nil
+	})
+	fmt.Println(v, err)
+	// Output:
+	// attempts 2, tied 1, winner 1
+	// hedge <nil>
+}

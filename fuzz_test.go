@@ -37,6 +37,10 @@ type script struct {
 	after  time.Duration
 	kind   kind
 	ignore bool // runs to the end even when cancelled
+	// signals says the attempt reports its start (hedge.Started) start
+	// after it began, which cancels the attempts that have not.
+	signals bool
+	start   time.Duration
 }
 
 // decodeTimeline turns fuzz bytes into a timeline.
@@ -58,11 +62,15 @@ func decodeTimeline(data []byte) timeline {
 		if k == retryable && b&8 != 0 {
 			k = failed
 		}
-		tl.steps = append(tl.steps, script{
+		s := script{
 			after:  time.Duration(1+int(a)%250) * ms,
 			kind:   k,
 			ignore: b&4 != 0,
-		})
+		}
+		if n := b >> 4; n > 0 {
+			s.signals, s.start = true, s.after*time.Duration(n-1)/15
+		}
+		tl.steps = append(tl.steps, s)
 	}
 	return tl
 }
@@ -84,14 +92,19 @@ func model(tl timeline) (v verdict, ok bool) {
 	const (
 		hedgeDue event = iota
 		deadline
-		ends // ends+k: attempt k ends
+		ends                                        // ends+k: attempt k ends
+		signals  = ends + hedge.MaxAttemptsLimit    // signals+k: attempt k reports its start
+		tiedEnds = signals + hedge.MaxAttemptsLimit // tiedEnds+k: tied attempt k, running on, ends
 	)
 	var (
 		now      time.Duration
 		starts   []time.Duration
 		inflight = map[int]bool{}
 		nextAt   = time.Duration(-1)
-		ended    []int // attempts that reached their own end before the decision
+		ended    []int            // attempts that reached their own end before the decision
+		began    = map[int]bool{} // attempts that reported their start
+		tied     = map[int]bool{} // attempts a tie cancelled, that run on (ignore)
+		kept     = -1             // the last retryable or failed attempt
 	)
 	// A timed hedge needs half its delay left before the deadline; an
 	// attempt owed to a retryable result only needs the deadline not to
@@ -148,17 +161,50 @@ func model(tl timeline) (v verdict, ok bool) {
 		}
 		for k := range inflight {
 			consider(starts[k]+tl.steps[k].after, ends+event(k))
+			if tl.steps[k].signals && !began[k] {
+				consider(starts[k]+tl.steps[k].start, signals+event(k))
+			}
+		}
+		for k := range tied {
+			consider(starts[k]+tl.steps[k].after, tiedEnds+event(k))
 		}
 		if tie {
 			return verdict{}, false
 		}
 		now = next
-		switch what {
-		case deadline:
+		switch {
+		case what == deadline:
 			return decide(-1, "deadline"), true
-		case hedgeDue:
+		case what == hedgeDue:
 			nextAt = -1
-			tryStart(false)
+			// A tied attempt's hedge may be all that was left to come.
+			if !tryStart(false) && len(inflight) == 0 && kept >= 0 {
+				return decide(kept, ""), true
+			}
+			continue
+		case what >= tiedEnds:
+			// Out of the race; its value, if any, goes to Discard (decide
+			// counts it, as it ignores its context). Its panic still ends
+			// the call.
+			k := int(what - tiedEnds)
+			delete(tied, k)
+			if tl.steps[k].kind == panics {
+				return decide(-1, "panic"), true
+			}
+			continue
+		case what >= signals:
+			// Every attempt in flight that has not started is cancelled;
+			// one that honours its context ends now without a value.
+			k := int(what - signals)
+			began[k] = true
+			for j := range inflight {
+				if !began[j] {
+					delete(inflight, j)
+					if tl.steps[j].ignore {
+						tied[j] = true
+					}
+				}
+			}
 			continue
 		}
 		k := int(what - ends)
@@ -175,6 +221,7 @@ func model(tl timeline) (v verdict, ok bool) {
 		if k == len(starts)-1 {
 			nextAt = -1
 		}
+		kept = k
 		if tl.steps[k].kind == failed {
 			if len(inflight) == 0 && (nextAt < 0 || len(starts) >= tl.max) {
 				return decide(k, ""), true // the failed value, as fn returned it
@@ -245,9 +292,23 @@ func run(t *testing.T, tl timeline, slow slowHooks) (verdict, []int) {
 			mu.Unlock()
 			s := tl.steps[k]
 			a := answer{k, s.kind}
-			if s.ignore {
-				time.Sleep(s.after)
-			} else if err := lab.Wait(ctx, s.after); err != nil {
+			wait := func(d time.Duration) error {
+				if s.ignore {
+					time.Sleep(d)
+					return nil
+				}
+				return lab.Wait(ctx, d)
+			}
+			queued := min(s.start, s.after) // FuzzDoSlowHooks shortens after
+			if s.signals {
+				if err := wait(queued); err != nil {
+					return a, err
+				}
+				hedge.Started(ctx)
+			} else {
+				queued = 0
+			}
+			if err := wait(s.after - queued); err != nil {
 				return a, err
 			}
 			switch s.kind {
@@ -328,9 +389,15 @@ func FuzzDo(f *testing.F) {
 		{2, 2, 0, 250, 4, 50, 3},          // hedge panics
 		{0, 4, 3, 30, 1, 20, 1, 10, 1, 5, 1},
 		{3, 3, 1, 90, 1, 40, 2, 9, 0},
-		{2, 2, 0, 30, 9, 50, 0},               // failed, nothing else in flight: returned at once
-		{1, 3, 0, 70, 9, 100, 0, 50, 0},       // failed while hedges run: they run on
-		{1, 3, 0, 20, 9, 100, 9, 50, 0, 0, 0}, // failed before its hedge: no hedge, no retry
+		{2, 2, 0, 30, 9, 50, 0},                        // failed, nothing else in flight: returned at once
+		{1, 3, 0, 70, 9, 100, 0, 50, 0},                // failed while hedges run: they run on
+		{1, 3, 0, 20, 9, 100, 9, 50, 0, 0, 0},          // failed before its hedge: no hedge, no retry
+		{1, 2, 0, 200, 0, 100, 0x80, 50, 0},            // the first hedge starts: the primary and the second hedge are tied
+		{1, 2, 0, 200, 4, 100, 0x80, 50, 0},            // the tied primary runs on: its value is discarded
+		{1, 2, 0, 99, 7, 100, 0x80, 50, 0},             // the tied primary runs on and panics before the answer
+		{1, 2, 0, 200, 0x10, 100, 0x80, 150, 1},        // the primary starts at once: the first hedge's start ties the second only
+		{1, 3, 0, 99, 0x21, 90, 0x20, 80, 0x20, 70, 0}, // each attempt starts before the next comes: none is tied
+		{1, 2, 0, 30, 0x31, 100, 0x80, 50, 0},          // the started primary fails: the hedge's start ties the retry
 	} {
 		f.Add(seed)
 	}

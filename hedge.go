@@ -133,7 +133,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		fn: fn, delay: p.Delay, classify: p.Classify, budget: p.Budget,
 		discard: p.Discard, clock: p.Clock, max: int32(max), nextAt: never,
 	}
-	c.primary.parent = ctx
+	c.primary.parent, c.primary.owner = ctx, c
 	if t != nil {
 		c.primary.n, c.looped = int32(t.n), true
 		c.granted = sameBudget(c.budget, t.budget)
@@ -169,16 +169,19 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	_, c.learns = c.delay.(learner)
 	_, c.counts = c.delay.(counter)
 	c.track = c.learns || p.Observer != nil
-	c.begin = c.now()
 	c.sched, c.timeout = never, never
 	if parentDeadline, hasDeadline := ctx.Deadline(); hasDeadline || p.Timeout > 0 {
+		begin := c.now()
+		c.begin = c.stamp(begin)
 		var realNow time.Time
 		if p.Clock != nil {
 			realNow = time.Now()
 		}
-		dl := callDeadlines(c.begin, realNow, p.Timeout, parentDeadline, hasDeadline)
-		c.sched, c.timeout = offset(dl.sched, c.begin), offset(dl.timeout, c.begin)
+		dl := callDeadlines(begin, realNow, p.Timeout, parentDeadline, hasDeadline)
+		c.sched, c.timeout = offset(dl.sched, begin), offset(dl.timeout, begin)
 		c.primary.deadline = dl.real
+	} else {
+		c.begin = c.reading() // no deadline: no wall time to read
 	}
 
 	// The primary's hooks run on its goroutine (see claimFirst), so that
@@ -234,8 +237,12 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 			Primary: c.primaryRan, PrimaryAnswered: c.primaryDone,
 			BudgetRefusals: int(c.refusals), DeadlineSkips: int(c.skips), Panicked: pe != nil || goexit,
 		}
-		for a := c.primary.next; a != nil; a = a.next {
+		for a := &c.primary; a != nil; a = a.next {
 			report.Started[c.local(a)] = a.at
+			report.Retry[c.local(a)] = c.retried&(1<<c.local(a)) != 0
+			if a.tied {
+				report.Tied++
+			}
 		}
 	}
 	c.val = zero // the call may outlive Do in a loser; do not pin the result

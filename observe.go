@@ -35,12 +35,17 @@ type Report struct {
 	// delay the first hedge was started at (or sooner, when the primary
 	// ended retryable). The rest are zero.
 	Started [MaxAttemptsLimit]time.Duration
+	// Retry[k] says attempt k was a retry: it started at once because an
+	// attempt before it ended retryable, not because the delay for it
+	// had passed, as a hedge does. Retry[0] is false.
+	Retry [MaxAttemptsLimit]bool
 	// Winner is the attempt whose result Do returned, or -1 when Do
 	// returned the context's error or re-raised a panic.
 	Winner int
 	// Primary is how long the primary ran: its latency if it answered
 	// before the call was decided (PrimaryAnswered), otherwise a lower
-	// bound on it, the time until the decision.
+	// bound on it, the time until the decision, or until a tie cancelled
+	// it (see Started).
 	Primary time.Duration
 	// PrimaryAnswered says whether the primary's fn returned before the
 	// call was decided, whatever its outcome.
@@ -53,6 +58,10 @@ type Report struct {
 	// DeadlineSkips counts extra attempts skipped because too little of the
 	// deadline was left for them to help.
 	DeadlineSkips int
+	// Tied counts the attempts that a tie cancelled while they waited in
+	// a server's queue, when another attempt reported its start (see
+	// Started). They are counted in Attempts too.
+	Tied int
 	// Panicked is true when an attempt panicked or called runtime.Goexit
 	// and Do re-raised it.
 	Panicked bool

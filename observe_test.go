@@ -2,6 +2,7 @@ package hedge_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -75,4 +76,36 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// The Report tells a retry, started at once when an attempt ended
+// retryable, from a hedge, started when its delay passed.
+func TestReportTellsRetriesFromHedges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got hedge.Report
+		p := hedge.Policy[int]{
+			Delay: hedge.Fixed(10 * ms), MaxAttempts: 4,
+			Observer: hedge.ObserverFunc(func(_ context.Context, r hedge.Report) { got = r }),
+		}
+		hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+			switch hedge.Attempt(ctx) {
+			case 0: // fails at 3 ms: attempt 1 is its retry
+				if err := sleepCtx(ctx, 3*ms); err != nil {
+					return 0, err
+				}
+				return 0, errors.New("unavailable")
+			case 3: // the second hedge after the retry, at 23 ms, wins
+				return 1, sleepCtx(ctx, 2*ms)
+			}
+			return 0, sleepCtx(ctx, time.Hour)
+		})
+		want := hedge.Report{
+			Attempts: 4, Started: [hedge.MaxAttemptsLimit]time.Duration{0, 3 * ms, 13 * ms, 23 * ms},
+			Retry:  [hedge.MaxAttemptsLimit]bool{false, true, false, false},
+			Winner: 3, Primary: 3 * ms, PrimaryAnswered: true, Elapsed: 25 * ms,
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("report (-want +got):\n%s", diff)
+		}
+	})
 }

@@ -131,7 +131,8 @@ func TestBudget(t *testing.T) {
 		steps:  []step{{after: 10 * ms, err: errBusy}, {after: 10 * ms, err: errBusy}, {}},
 		want:   []string{"call", "done 0 Retryable", "allow 1", "done 1 Retryable", "refuse 2"},
 		report: hedge.Report{
-			Attempts: 2, Started: starts(0, 10*ms), Winner: 1, Outcome: hedge.Retryable,
+			Attempts: 2, Started: starts(0, 10*ms), Retry: [hedge.MaxAttemptsLimit]bool{1: true},
+			Winner: 1, Outcome: hedge.Retryable,
 			Primary: 10 * ms, PrimaryAnswered: true, BudgetRefusals: 1, Elapsed: 20 * ms,
 		},
 	}}

@@ -30,6 +30,7 @@ import (
 	_ "google.golang.org/grpc/status"
 
 	_ "github.com/tailcut/hedge"
+	_ "github.com/tailcut/hedge/admit"
 	_ "github.com/tailcut/hedge/hedgegrpc"
 	_ "github.com/tailcut/hedge/hedgehttp"
 	_ "github.com/tailcut/hedge/hedgeotel"

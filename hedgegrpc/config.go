@@ -59,6 +59,14 @@ type Config struct {
 	// committed to one attempt. It must be safe for concurrent use.
 	Observer hedge.Observer
 
+	// DisableTies, if set, keeps the channel's calls from asking servers
+	// for the start signal (TieKey): a server's Admission still serves
+	// primaries first, and turns hedges away, but no call is tied, and
+	// every unary attempt goes through the unary interceptors chained
+	// after the Interceptor. The zero Config ties (see
+	// Interceptor.Unary).
+	DisableTies bool
+
 	// ServiceConfig is a whole gRPC service config in JSON, the document
 	// ParseServiceConfig read. DialOptions gives it to grpc-go as the
 	// channel's default service config (grpc.WithDefaultServiceConfig),

@@ -23,6 +23,9 @@ import (
 // Interceptors chained after the Interceptor's (metrics, logging,
 // credentials) see each attempt as a call of its own, as A6 counts
 // attempts; the caller, and interceptors before it, see one hedged call.
+// A tied unary call's attempts, once the method's servers signal starts,
+// are streams (see Interceptor.Unary): the stream interceptors see them,
+// not the unary ones.
 //
 // The resolver: target must be the one given to grpc.NewClient. Its
 // scheme names the builder to wrap, among resolvers and then grpc-go's

@@ -49,7 +49,7 @@ func (headerWatch) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.C
 // headers arrived first. A trailers-only response is InTrailer, not
 // InHeader: it commits nothing, as A6 says.
 func (headerWatch) HandleRPC(ctx context.Context, rs stats.RPCStats) {
-	if h, ok := rs.(*stats.InHeader); ok && h.Client {
+	if h, ok := rs.(*stats.InHeader); ok && h.Client && !startSignal(h.Header) {
 		if r, ok := ctx.Value(rpcKey{}).(*rpcCtx); ok {
 			r.c.headers(r.k)
 		}

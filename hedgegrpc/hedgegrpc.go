@@ -96,6 +96,7 @@ type Interceptor struct {
 	serviceConfig string                 // Config.ServiceConfig, for grpc-go
 	limit         int                    // Config.MaxAttemptsLimit
 	observer      hedge.Observer         // Config.Observer
+	untied        bool                   // Config.DisableTies
 	delays        map[string]hedge.Delay // Config.Methods' Delays, by name: kept under a resolver's config
 
 	mu  sync.Mutex            // orders the updates of cur
@@ -120,7 +121,7 @@ func New(cfg Config) (*Interceptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &Interceptor{serviceConfig: cfg.ServiceConfig, limit: cfg.MaxAttemptsLimit, observer: cfg.Observer}
+	in := &Interceptor{serviceConfig: cfg.ServiceConfig, limit: cfg.MaxAttemptsLimit, observer: cfg.Observer, untied: cfg.DisableTies}
 	for name, p := range cfg.Methods {
 		if p.Delay != nil {
 			key, _ := methodKey(name) // compile checked it

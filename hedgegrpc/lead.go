@@ -56,11 +56,21 @@ type primary struct {
 	broke    *hedge.PanicError // its panic, if it panicked
 	exited   bool              // it called runtime.Goexit
 
+	// tied: the method's servers signal starts (method.signals), so the
+	// primary asks for the signal, and watches its headers. Set before it
+	// starts.
+	tied bool
+
 	mu       sync.Mutex
 	state    leadState
 	refusals int      // the first hedge was refused: by the token bucket, or after a commit
 	skips    int      // the first hedge fell due too close to the deadline
 	h        *handoff // set with handedOff
+	// The tie, when the primary is tied: began says that its server
+	// signalled its start, and following is attempt 0's context once a
+	// hedge handed the race to hedge.Do, which then hears of the start.
+	began     bool
+	following context.Context
 }
 
 // handoff is the race a hedge started while the primary ran.
@@ -99,8 +109,13 @@ func (c *call) lead() (*unaryAttempt, error) {
 	c.first.reply = c.reply
 	c.started.Add(1)
 	c.timer = time.AfterFunc(m.fixed, c.due)
-	opts := c.ask(c.buf[:0], c.rest, &c.first)
-	err := c.runFirst(withPreviousAttempts(c.pctx, 0), opts)
+	c.tied = !c.untied && m.signals.Load()
+	opts := c.ask(c.buf[:0], c.rest, &c.first, c.tied)
+	pctx := withPreviousAttempts(c.pctx, 0)
+	if c.tied {
+		pctx = askStart(c.pctx, 0)
+	}
+	err := c.runFirst(pctx, opts)
 	return c.afterFirst(err)
 }
 
@@ -120,7 +135,11 @@ func (c *call) runFirst(ctx context.Context, opts []grpc.CallOption) (err error)
 		c.exited = true
 		c.afterFirst(nil) // and runtime.Goexit goes on
 	}()
-	err = c.invoker(ctx, c.method, c.callerReq, c.reply, c.cc, opts...)
+	if c.tied {
+		err = c.invokeTied(ctx, c.callerReq, c.reply, opts, true)
+	} else {
+		err = c.invoker(ctx, c.method, c.callerReq, c.reply, c.cc, opts...)
+	}
 	returned = true
 	return err
 }
@@ -290,7 +309,12 @@ func (c *call) handOff(first time.Duration) (*unaryAttempt, error) {
 func (c *call) follow(ctx context.Context) (*unaryAttempt, error) {
 	c.mu.Lock()
 	h := c.h
+	c.following = ctx
+	began := c.began
 	c.mu.Unlock()
+	if began && h != nil {
+		hedge.Started(ctx) // the primary started before the race was handed over, and runs
+	}
 	if h != nil {
 		select {
 		case <-h.ended:
@@ -317,6 +341,18 @@ func (c *call) follow(ctx context.Context) (*unaryAttempt, error) {
 		return a, c.firstErr
 	}
 	return a, c.settle(ctx, 0, a, c.firstErr)
+}
+
+// leadStarted records that the primary's server signalled its start, and
+// tells hedge.Do if the race is its already (follow tells it otherwise).
+func (c *call) leadStarted() {
+	c.mu.Lock()
+	c.began = true
+	ctx := c.following
+	c.mu.Unlock()
+	if ctx != nil {
+		hedge.Started(ctx)
+	}
 }
 
 // afterLead is the Delay of a race handed over by a primary: first for

@@ -50,6 +50,11 @@ func started(at ...time.Duration) (s [hedge.MaxAttemptsLimit]time.Duration) {
 // TestUnaryReports: the Observer hears the same of a unary call whether
 // its primary answered before the first hedge was due, on the caller's
 // goroutine, or the call went on as a race: times count from the call's
+
+// retried is Report.Retry of a call whose primary failed with a
+// non-fatal code: attempt 1 is its retry, started at once.
+var retried = [hedge.MaxAttemptsLimit]bool{1: true}
+
 // start, the skip or refusal of the first hedge included.
 func TestUnaryReports(t *testing.T) {
 	const d = 100 * ms
@@ -81,12 +86,12 @@ func TestUnaryReports(t *testing.T) {
 	}, {
 		name:  "a non-fatal failure first starts the hedge at once",
 		steps: []step{fail(30*ms, codes.Unavailable), ok(20 * ms)},
-		want: hedge.Report{Attempts: 2, Started: started(30 * ms), Winner: 1, Primary: 30 * ms, PrimaryAnswered: true,
+		want: hedge.Report{Attempts: 2, Started: started(30 * ms), Retry: retried, Winner: 1, Primary: 30 * ms, PrimaryAnswered: true,
 			Outcome: hedge.Accept, Elapsed: 50 * ms},
 	}, {
 		name:  "the hedges after a non-fatal failure",
 		steps: []step{fail(30*ms, codes.Unavailable), hang(), ok(10 * ms)},
-		want: hedge.Report{Attempts: 3, Started: started(30*ms, 30*ms+d), Winner: 2, Primary: 30 * ms,
+		want: hedge.Report{Attempts: 3, Started: started(30*ms, 30*ms+d), Retry: retried, Winner: 2, Primary: 30 * ms,
 			PrimaryAnswered: true, Outcome: hedge.Accept, Elapsed: 40*ms + d},
 	}, {
 		name:    "the deadline leaves too little for the hedge",

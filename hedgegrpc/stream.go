@@ -31,6 +31,14 @@ import (
 // pushback and throttling apply as for unary calls. RecvMsg and Header
 // wait for the commit.
 //
+// Ties: the attempts of a stream that hedge.Do runs from the start (any
+// but a server-streaming one hedged at a fixed delay, below) ask for the
+// start signal, as unary calls do (TieKey). A server's Admission sends a
+// stream's headers as its handler starts; they commit the call, as any
+// headers do, and the attempts still queued elsewhere are cancelled as
+// a tie's (hedge.Started), not as losers: a stream cannot be watched
+// past its headers without taking the caller's messages.
+//
 // When the buffered messages outgrow the call's grpc.MaxRetryRPCBufferSize
 // (DefaultMaxRetryRPCBufferSize without it; each message counts its
 // proto.Size plus the 5-byte frame header, uncompressed), the call
@@ -72,6 +80,9 @@ import (
 // the call fails, and the next of Stream, Header, RecvMsg, Context, or a
 // SendMsg waiting for a commit, panics with the *hedge.PanicError.
 func (in *Interceptor) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if tiedAttempt(ctx, method) {
+		return streamer(ctx, desc, cc, method, opts...) // a unary call's attempt, hedged by it
+	}
 	t := in.table()
 	m := t.lookup(method)
 	if m == nil || !m.hedged() {
@@ -85,6 +96,7 @@ func (in *Interceptor) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 	if !desc.ClientStreams && m.fixed > 0 {
 		return s.lead()
 	}
+	s.tied = !in.untied
 	s.more, s.ready, s.done = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go s.race(m.stream)
 	return s.opening()
@@ -117,6 +129,7 @@ type stream struct {
 	opts     []grpc.CallOption // a copy of the caller's, less those in out
 	out      *outputs          // nil: the caller asked for none
 	limit    int               // bytes the buffer may hold before the call commits
+	tied     bool              // attempts ask for the start signal: every attempt runs under hedge.Do
 
 	mu sync.Mutex
 	// The buffer, until the winner has caught up with it.

@@ -93,7 +93,7 @@ func TestServerStreamReports(t *testing.T) {
 	}, {
 		name:    "a non-fatal failure first starts the hedge at once",
 		scripts: []script{failsAfter(30*ms, codes.Unavailable, ""), answersAfter(20 * ms)},
-		want: hedge.Report{Attempts: 2, Started: started(30 * ms), Winner: 1, Primary: 30 * ms, PrimaryAnswered: true,
+		want: hedge.Report{Attempts: 2, Started: started(30 * ms), Retry: retried, Winner: 1, Primary: 30 * ms, PrimaryAnswered: true,
 			Outcome: hedge.Accept, Elapsed: 50 * ms},
 	}, {
 		name:    "the deadline leaves too little for the hedge",

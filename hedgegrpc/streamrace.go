@@ -43,8 +43,9 @@ type streamAttempt struct {
 // headerResult is what an attempt's header goroutine saw: headers, or
 // the end of a stream that sent none, with its status.
 type headerResult struct {
-	ended bool
-	err   error // io.EOF: ended OK
+	ended   bool
+	err     error // io.EOF: ended OK
+	started bool  // the headers were an Admission's start signal
 }
 
 // race runs the call through hedge.Do under p until it commits, on a
@@ -122,7 +123,11 @@ func (s *stream) attempt(ctx context.Context) (a *streamAttempt, err error) {
 	// has a deadline; decide links the two.
 	sctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
-	cs, err := s.streamer(withPreviousAttempts(sctx, a.k), s.desc, s.cc, s.method, opts...)
+	actx := withPreviousAttempts(sctx, a.k)
+	if s.tied {
+		actx = askStart(sctx, a.k)
+	}
+	cs, err := s.streamer(actx, s.desc, s.cc, s.method, opts...)
 	s.mu.Lock()
 	if err != nil {
 		cancel()
@@ -163,6 +168,13 @@ func (s *stream) await(ctx context.Context, a *streamAttempt) (*streamAttempt, e
 		return a, status.FromContextError(ctx.Err()).Err()
 	}
 	if !r.ended {
+		if r.started {
+			// The start signal commits a stream as any headers do (a
+			// stream cannot be watched further without taking the
+			// caller's messages), and tells Do first that the attempts
+			// still queued elsewhere did no work.
+			hedge.Started(ctx)
+		}
 		return a, nil // headers: commit
 	}
 	s.mu.Lock()
@@ -205,7 +217,7 @@ func (s *stream) awaitHeader(a *streamAttempt) {
 	a.seen = true
 	s.mu.Unlock()
 	if h != nil {
-		a.headerCh <- headerResult{}
+		a.headerCh <- headerResult{started: startSignal(h)}
 		return
 	}
 	if err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -25,6 +26,10 @@ type method struct {
 	// nonFatal has bit c set for a code c that lets a hedged call go on,
 	// and that drains the token bucket, hedged or not.
 	nonFatal uint32
+	// signals is set once a server of the method has sent the start
+	// signal: from then on, the attempts of its tied calls watch their
+	// headers (invokeTied).
+	signals atomic.Bool
 	// guard is the policy's Delay when it is a hedge.Budget with a
 	// Release method too, as a hedge.Adaptive is: it then bounds the
 	// method's attempts beside the token bucket. Nil otherwise.

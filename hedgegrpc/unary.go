@@ -35,8 +35,30 @@ import (
 // sending or receiving after Unary returns, when the caller is free to
 // reuse req and reply. The copy costs one proto.Clone per hedged call.
 //
+// Ties: the attempts of a call that hedge.Do runs from the start ask
+// the server for the start signal (TieKey). A server whose Admission
+// admits an attempt sends headers with StartedKey as the handler
+// starts. Once a server of the method has done so, the attempts of its
+// later calls are made as grpc-go makes a unary call, on a stream of a
+// unary method's shape (grpc.ClientConn.NewStream), so that each sees
+// its response headers as they arrive, not only with its answer: an
+// attempt whose server signals its start reports hedge.Started, and the
+// call cancels its attempts that have not started, which leave their
+// server's queue without running. An attempt that started is never
+// cancelled so, and hedges still start at their delays, in case the
+// execution turns slow. Such attempts go through the channel's stream
+// interceptors, not through the unary interceptors chained after the
+// Interceptor. Against servers without Admission, which send no signal,
+// attempts go through invoker as they would untied; Config.DisableTies
+// keeps them there. A method hedged at a
+// fixed hedgingDelay above 0 does not tie: its primary runs on the
+// caller's goroutine, through invoker. Against a server that answers at
+// once, asking costs a call 2 allocations more than an untied one, and
+// a tied call against a server that signals 14 (TestTiedUnaryAllocs).
+//
 // An attempt commits the call, as A6 says, once the server has sent
-// response headers. Unary learns of them when the attempt ends, unless
+// response headers, other than the start signal's, which says only that
+// the handler started. Unary learns of them when the attempt ends, unless
 // the channel has CommitOnHeaders, since grpc-go shows a unary call's
 // headers before its answer to its stats handlers alone. So a failure
 // that came after headers ends the call, whatever its code, as grpc-go's
@@ -62,7 +84,7 @@ func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 	if m == nil || !m.hedged() || !ok || !reqOK || proto.Size(reqMsg)+frameHeader > bufferLimit(opts) {
 		return t.once(ctx, m, method, req, reply, cc, invoker, opts)
 	}
-	c := &call{invoker: invoker, cc: cc, method: method, callerReq: reqMsg, reply: msg}
+	c := &call{invoker: invoker, cc: cc, method: method, callerReq: reqMsg, reply: msg, untied: in.untied}
 	c.m, c.bucket = m, t.bucket
 	c.ctx = callCtx{ctx, method, c}
 	c.rest, c.out = split(opts)
@@ -142,6 +164,7 @@ type call struct {
 	rest      []grpc.CallOption // the caller's options less those in out; may be the caller's slice
 	out       *outputs          // nil: the caller asked for none
 	watch     atomic.Pointer[watch]
+	untied    bool // Config.DisableTies: no attempt asks for the start signal
 
 	// What the attempts that hedge.Do runs read, copied before the first
 	// of them starts (copyForAttempts); they only read it.
@@ -163,8 +186,19 @@ func (c *call) attempt(ctx context.Context) (*unaryAttempt, error) {
 	a := &unaryAttempt{reply: c.replyType.New().Interface()}
 	// A slice per attempt: attempts appending to the shared c.opts would
 	// race for its spare capacity.
-	opts := c.ask(make([]grpc.CallOption, 0, len(c.opts)+3), c.opts, a)
-	err := c.invoker(withPreviousAttempts(ctx, k), c.method, c.req, a.reply, c.cc, opts...)
+	opts := c.ask(make([]grpc.CallOption, 0, len(c.opts)+3), c.opts, a, !c.untied)
+	var err error
+	switch {
+	case c.untied:
+		err = c.invoker(withPreviousAttempts(ctx, k), c.method, c.req, a.reply, c.cc, opts...)
+	case c.m.signals.Load():
+		err = c.invokeTied(askStart(ctx, k), c.req, a.reply, opts, false)
+	default:
+		err = c.invoker(askStart(ctx, k), c.method, c.req, a.reply, c.cc, opts...)
+		if startSignal(a.header) {
+			c.m.signals.Store(true) // the method's later calls watch their headers
+		}
+	}
 	c.untag(k)
 	if !c.committed(k, a) {
 		return a, err
@@ -176,9 +210,10 @@ func (c *call) attempt(ctx context.Context) (*unaryAttempt, error) {
 // call needs of an attempt: always the trailer, for a pushback; the
 // header, which tells a failure after headers, which A6 commits to, from
 // one with trailers only, when it can change an outcome (a failure whose
-// code would let the call go on); and what the caller asked for.
-func (c *call) ask(buf, opts []grpc.CallOption, a *unaryAttempt) []grpc.CallOption {
-	return c.out.ask(append(buf, opts...), &a.received, true, c.m.nonFatal != 0)
+// code would let the call go on), and when tied, since it tells whether
+// the method's servers signal starts; and what the caller asked for.
+func (c *call) ask(buf, opts []grpc.CallOption, a *unaryAttempt, tied bool) []grpc.CallOption {
+	return c.out.ask(append(buf, opts...), &a.received, true, c.m.nonFatal != 0 || tied)
 }
 
 // committed notes in a whether the call had committed to an attempt
@@ -205,7 +240,7 @@ func (c *call) committed(k int, a *unaryAttempt) bool {
 func (c *call) settle(ctx context.Context, k int, a *unaryAttempt, err error) error {
 	switch {
 	case err == nil:
-	case a.commit == committedHere, a.header != nil:
+	case a.commit == committedHere, commits(a.header):
 		if c.m.isNonFatal(codeOf(err)) {
 			c.drains.Or(1 << k)
 		}
@@ -224,7 +259,7 @@ func (m *method) classifyUnary(a *unaryAttempt, err error) hedge.Outcome {
 	switch {
 	case a.commit == committedElsewhere:
 		return hedge.Failed
-	case err != nil && (a.commit == committedHere || a.header != nil):
+	case err != nil && (a.commit == committedHere || commits(a.header)):
 		return hedge.Terminal
 	}
 	return m.outcome(err)

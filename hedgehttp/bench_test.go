@@ -56,7 +56,8 @@ func roundTrip(b *testing.B, rt http.RoundTripper, req *http.Request) {
 // the zero Transport's own delay (learned per route) and with a fixed one,
 // beside Base called directly and through the floor, and a request that
 // passes through. A call copies its request's header, so a request with a
-// few headers costs more.
+// few headers costs more. Ties (the attempt's hook and TieHeader) are what
+// hedgehttp-untied leaves out.
 func BenchmarkFastPath(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background()) // as a server's request context
 	defer cancel()
@@ -76,6 +77,7 @@ func BenchmarkFastPath(b *testing.B) {
 		{"bare", memory{}, get},
 		{"floor", floor{}, get},
 		{"hedgehttp", &hedgehttp.Transport{Base: memory{}}, get},
+		{"hedgehttp-untied", &hedgehttp.Transport{Base: memory{}, DisableTies: true}, get},
 		{"hedgehttp-fixed", &hedgehttp.Transport{Base: memory{}, Delay: hedge.Fixed(time.Hour)}, get},
 		{"hedgehttp-headers", &hedgehttp.Transport{Base: memory{}}, headers},
 		{"hedgehttp-routes", &hedgehttp.Transport{Base: memory{}, Routes: routes}, user},

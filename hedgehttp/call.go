@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"sync"
@@ -51,6 +52,11 @@ type call struct {
 	// and the refusal the call holds (see refusal.go).
 	live    int
 	refused *http.Response
+
+	// Ties (see tie.go): the trace the caller's request carries, if any,
+	// and whether the caller's request asked for the start signal itself.
+	outer    *httptrace.ClientTrace
+	askedTie bool
 }
 
 type callKey struct{}
@@ -96,8 +102,13 @@ func Route(ctx context.Context) string {
 // its header until it answers or end cancels it, whether it ran or not.
 func newCall(t *Transport, req *http.Request) *call {
 	c := &call{Context: req.Context(), t: t, hasBody: req.Body != nil && req.Body != http.NoBody}
+	if t.ties {
+		c.outer = httptrace.ContextClientTrace(c.Context)
+		c.askedTie = len(req.Header[TieHeader]) > 0
+	}
 	a := &c.primary
-	a.ctx = reqCtx{c.Context, c}
+	a.ctx = reqCtx{Context: c.Context, vals: c}
+	c.tie(a)
 	ctx, cancel := context.WithCancel(&a.ctx)
 	a.body.cancel = cancel
 	a.req = &c.req
@@ -106,6 +117,9 @@ func newCall(t *Transport, req *http.Request) *call {
 	c.url = *req.URL // not nil: hedges turns such requests away
 	c.req.URL = &c.url
 	c.req.Header = req.Header.Clone()
+	if t.ties {
+		c.req.Header = askTie(c.req.Header)
+	}
 	c.req.Trailer = req.Trailer.Clone()
 	if req.Trailer != nil && c.hasBody {
 		c.tr = &trailers{from: req.Trailer, keys: c.req.Trailer, getBody: req.GetBody}
@@ -178,9 +192,17 @@ type reqCtx struct {
 	// call for the primary, whose context is made before hedge.Do runs
 	// (hedge.Attempt is 0 without one).
 	vals context.Context
+	// trace is the attempt's ClientTrace when the call ties (see
+	// tie.go). When it is nil, Base finds the caller's, if any, in vals.
+	trace *httptrace.ClientTrace
 }
 
-func (r *reqCtx) Value(key any) any { return r.vals.Value(key) }
+func (r *reqCtx) Value(key any) any {
+	if r.trace != nil && key == traceKey {
+		return r.trace
+	}
+	return r.vals.Value(key)
+}
 
 // AfterFunc: see call.AfterFunc.
 func (r *reqCtx) AfterFunc(f func()) (stop func() bool) { return context.AfterFunc(r.Context, f) }
@@ -197,6 +219,11 @@ type attempt struct {
 	next    *attempt
 	waiting bool
 	live    bool
+	// Ties (see tie.go): hedge.Do's context for the attempt, set before
+	// it is sent, which the attempt reports its start with, and the trace
+	// by which Base tells the attempt of its informational responses.
+	hctx  context.Context
+	trace httptrace.ClientTrace
 }
 
 // hedgeAttempt is a hedge's attempt and the request it sends, in one
@@ -293,14 +320,18 @@ func nothingFrom(base http.RoundTripper) error {
 
 // start makes a, waiting, the attempt hedge.Do sends next, and reports
 // whether to send it: not once the call has ended, hedge.Do has already
-// cancelled a hedge, or the call holds a refusal (refused).
+// cancelled it (hctx), or the call holds a refusal (refused).
 func (c *call) start(a *attempt, hctx context.Context) (send, refused bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	a.hctx = hctx
 	if a != &c.primary {
 		a.next, c.primary.next = c.primary.next, a
-		a.waiting = !c.over && hctx.Err() == nil // Err: claimed as the call was decided
+		a.waiting = !c.over
 	} // else a.waiting is false only for a loser before it ran
+	// hctx has ended if the attempt was claimed as the call was decided,
+	// or a tie cancelled it before it was sent (see tie.go).
+	a.waiting = a.waiting && hctx.Err() == nil
 	if a.waiting && c.refused != nil {
 		a.waiting, refused = false, true
 	}
@@ -316,7 +347,8 @@ func (c *call) start(a *attempt, hctx context.Context) (send, refused bool) {
 func (c *call) hedge(hctx context.Context) *attempt {
 	h := &hedgeAttempt{}
 	a := &h.attempt
-	a.ctx = reqCtx{c.Context, hctx}
+	a.ctx = reqCtx{Context: c.Context, vals: hctx}
+	c.tie(a)
 	ctx, cancel := context.WithCancel(&a.ctx)
 	a.body.cancel = cancel
 	h.copyRequest(&c.req, ctx)

@@ -200,21 +200,32 @@ func (panickingDelay) Next(context.Context, int) time.Duration { panic("delay bu
 // allocations beside Base's own: hedge.Do's three (its call, its step
 // function, its timer), the call, the copy of the request's header, and
 // the primary's cancellable request context (two). A request context that
-// can be cancelled adds hedge.Do's link to it (two).
+// can be cancelled adds hedge.Do's link to it (two), and a header with
+// an entry makes its copy cost two more. Ties add two: the hook by which
+// the primary hears its start, and TieHeader's place in the copy of a
+// header that had no entry; the copy of one with entries has room for it.
 func TestFastPathAllocations(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, tt := range []struct {
-		name string
-		ctx  context.Context
-		want float64
+		name        string
+		ctx         context.Context
+		disableTies bool
+		accept      bool // the request has a header entry of its own
+		want        float64
 	}{
-		{"background", context.Background(), 7},
-		{"cancellable", ctx, 9},
+		{"background", context.Background(), false, false, 9},
+		{"background/Accept", context.Background(), false, true, 10},
+		{"cancellable", ctx, false, false, 11},
+		{"background/DisableTies", context.Background(), true, false, 7},
+		{"cancellable/DisableTies", ctx, true, false, 9},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			req, _ := http.NewRequestWithContext(tt.ctx, http.MethodGet, "http://upstream.test/", nil)
-			tr := &hedgehttp.Transport{Base: memory{}, Delay: hedge.Fixed(time.Hour)}
+			if tt.accept {
+				req.Header.Set("Accept", "text/plain")
+			}
+			tr := &hedgehttp.Transport{Base: memory{}, Delay: hedge.Fixed(time.Hour), DisableTies: tt.disableTies}
 			send := func(rt http.RoundTripper) func() {
 				return func() {
 					resp, err := rt.RoundTrip(req)

@@ -41,6 +41,13 @@ import (
 // shedder in front of one replica refuses a hedge without saying anything
 // of the primary's fate.
 //
+// Every attempt asks its server to say when it starts (TieHeader). A
+// server behind an Admission does, and when one attempt starts, the
+// attempts still waiting in a queue, there or elsewhere, are cancelled
+// (tied), while those that run race on. A server that does not answer
+// leaves the calls as they would be without ties. DisableTies turns it
+// off.
+//
 // A Transport is safe for concurrent use. Set its fields before its first
 // request, or its first Validate; it reads some of them once, and must
 // not be copied after.
@@ -104,7 +111,8 @@ type Transport struct {
 	MaxRoutes int
 
 	// AttemptHeader names the header that tells a server which attempt
-	// a request is, so that a Shedder can shed hedges first. Empty means
+	// a request is, so that a Shedder can shed hedges first and an
+	// Admission serve primaries first. Empty means
 	// DefaultAttemptHeader, sent on hedges only (1 on the first hedge, 2
 	// on the second): a request without it is a first attempt, as a
 	// Shedder reads it. A name set here numbers every attempt, the first
@@ -118,12 +126,21 @@ type Transport struct {
 	// turns the reports into OpenTelemetry metrics. Nil: only Stats.
 	Observer hedge.Observer
 
+	// DisableTies, if set, keeps the attempts from asking servers when
+	// they start (TieHeader) and from hearing it: no attempt is then
+	// cancelled because another started. By default every attempt asks,
+	// and a server that admits requests through an Admission answers; the
+	// start of one attempt cancels those still queued (see
+	// hedge.Started).
+	DisableTies bool
+
 	once        sync.Once
 	base        http.RoundTripper
 	delay       hedge.Delay
 	maxAttempts int    // MaxAttempts, its default worked out
 	header      string // the attempt header's name; "" for none
 	numberFirst bool   // the first attempt carries its 0 too
+	ties        bool   // attempts ask for and hear the start signal
 	routes      *routes
 	err         error // a setting RoundTrip cannot run with
 
@@ -261,6 +278,7 @@ func (t *Transport) init() {
 		t.base = http.DefaultTransport
 	}
 	t.routes, t.err = newRoutes(t.Routes, t.MaxRoutes, t.Delay == nil, t.Budget)
+	t.ties = !t.DisableTies
 	t.maxAttempts = t.MaxAttempts
 	if t.maxAttempts == 0 && t.Delay == nil {
 		t.maxAttempts = 3

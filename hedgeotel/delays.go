@@ -55,8 +55,10 @@ func WithDelay(key string, d CurrentDelay) Option {
 
 // WithDelays reports the current delay of every key of ds as the gauge
 // hedge.delay, and its ceiling as hedge.delay.ceiling, under that key, at
-// every collection: hedgeotel.WithDelays(keyed) for a *hedge.Keyed. A key
-// whose delay is not a CurrentDelay, such as a hedge.Fixed, is left out.
+// every collection: hedgeotel.WithDelays(keyed) for a *hedge.Keyed, and
+// likewise for a hedgehttp.Transport's routes and a hedgegrpc.Config's or
+// Interceptor's methods, which have the same Range. A key whose delay is
+// not a CurrentDelay, such as a hedge.Fixed, is left out.
 // Keys past the Observer's MaxKeys are reported under OverflowKey, as is
 // the overflow delay of ds; set both bounds alike. A nil ds, or a nil
 // pointer, makes New fail.

@@ -6,12 +6,13 @@ const (
 		"the deadline passed or the caller gave up), every attempt included."
 	descHedges = "Attempts after the primary in each call that started one, hedges and " +
 		"retries after retryable results alike: a call without one is not recorded, as in gRFC A96."
-	descFired = "How long after the attempt before it each attempt after the primary started: " +
-		"the delay a hedge fired at, or less when the attempt before it ended retryable."
+	descFired = "How long after the attempt before it each hedge started: the delay it fired at. " +
+		"Retries, started at once when the attempt before them ended retryable, are not recorded."
 	descAttempt = "How long the attempts of hedged calls that returned an accepted answer ran: " +
 		"the winner until its answer, each loser until the call was decided and cancelled it."
 	descAttempts = "Attempts started, primaries included: over the calls, the load hedging multiplies the upstream's by."
 	descHedged   = "Calls that started more than one attempt."
+	descRetries  = "Attempts after the primary started at once because an attempt before them ended retryable: retries, not hedges."
 	descWins     = "Calls that returned an accepted answer, by the attempt that gave it (hedge.winner, 0 for the primary)."
 	descRefusals = "Attempts after the primary that the budget refused."
 	descSkips    = "Attempts after the primary not started because too little of the deadline was left for them to help."

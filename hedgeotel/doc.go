@@ -19,6 +19,7 @@
 //	hedge.attempt.duration       histogram, s   hedge.key, hedge.role
 //	hedge.call.attempts          counter        hedge.key
 //	hedge.call.hedged            counter        hedge.key
+//	hedge.call.retries           counter        hedge.key
 //	hedge.call.wins              counter        hedge.key, hedge.winner
 //	hedge.call.budget_refusals   counter        hedge.key
 //	hedge.call.deadline_skips    counter        hedge.key
@@ -32,10 +33,12 @@
 // costs upstream (attempts per call, 1 without hedging), and
 // hedge.call.hedged the share of calls that hedged. hedge.call.hedges is
 // gRFC A96's grpc.client.call.hedges: for each call that hedged, the
-// attempts after the primary. hedge.attempt.delay is how long after the
-// attempt before it each of those started, the delay a hedge fired at;
-// hedge.attempt.duration how long the winner and the losers of a hedged
-// call ran. hedge.call.wins counts the calls that returned an accepted
+// attempts after the primary. Of those, hedge.call.retries counts the
+// retries, started at once because the attempt before them ended
+// retryable (hedge.Report.Retry); the others are hedges, and
+// hedge.attempt.delay is how long after the attempt before it each hedge
+// started, the delay it fired at; hedge.attempt.duration how long the
+// winner and the losers of a hedged call ran. hedge.call.wins counts the calls that returned an accepted
 // answer, by the attempt that gave it: the win rate is the wins with
 // hedge.winner ≥ 1 over hedge.call.hedged. hedge.delay shows where
 // learned delays stand, against their hedge.delay.ceiling, and

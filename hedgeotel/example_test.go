@@ -72,6 +72,7 @@ func ExampleNew() {
 	// hedge.attempt.duration{hedge.role=loser}: 1 measured
 	// hedge.call.attempts: 4
 	// hedge.call.hedged: 1
+	// hedge.call.retries: 0
 	// hedge.call.wins{hedge.winner=0}: 2
 	// hedge.call.wins{hedge.winner=1}: 1
 	// hedge.call.budget_refusals: 0

@@ -83,8 +83,8 @@ type keyed struct {
 	plain []metric.ObserveOption                   // hedge.key
 	won   [hedge.MaxAttemptsLimit][]metric.ObserveOption
 
-	attempts, hedged, refusals, skips, opens, panics atomic.Int64
-	wins                                             [hedge.MaxAttemptsLimit]atomic.Int64
+	attempts, hedged, retries, refusals, skips, opens, panics atomic.Int64
+	wins                                                      [hedge.MaxAttemptsLimit]atomic.Int64
 	// reach is the most attempts a call of the key has started: the
 	// winners below it (and 0 and 1 always) are reported, at 0 until one
 	// wins, so that a series exists before its first increase.

@@ -51,7 +51,7 @@ type Observer struct {
 	duration, fired, attempt                          metric.Float64Histogram
 	hedges                                            metric.Int64Histogram
 	attempts, hedged, wins, refusals, skips, panicked metric.Int64ObservableCounter
-	opens                                             metric.Int64ObservableCounter
+	retries, opens                                    metric.Int64ObservableCounter
 	delay, ceiling                                    metric.Float64ObservableGauge
 }
 
@@ -167,12 +167,13 @@ func (o *Observer) instruments(m metric.Meter) error {
 	o.attempt = histogram("hedge.attempt.duration", "s", descAttempt, latencyBuckets)
 	o.attempts = counter("hedge.call.attempts", "{attempt}", descAttempts)
 	o.hedged = counter("hedge.call.hedged", "{call}", descHedged)
+	o.retries = counter("hedge.call.retries", "{attempt}", descRetries)
 	o.wins = counter("hedge.call.wins", "{call}", descWins)
 	o.refusals = counter("hedge.call.budget_refusals", "{attempt}", descRefusals)
 	o.skips = counter("hedge.call.deadline_skips", "{attempt}", descSkips)
 	o.panicked = counter("hedge.call.panics", "{call}", descPanics)
 	o.opens = counter("hedge.breaker.opens", "{open}", descOpens)
-	observables := []metric.Observable{o.attempts, o.hedged, o.wins, o.refusals, o.skips, o.panicked, o.opens}
+	observables := []metric.Observable{o.attempts, o.hedged, o.retries, o.wins, o.refusals, o.skips, o.panicked, o.opens}
 	if len(o.watch) > 0 {
 		o.delay = gauge("hedge.delay", "s", descDelay)
 		o.ceiling = gauge("hedge.delay.ceiling", "s", descCeiling)
@@ -211,8 +212,8 @@ func (o *Observer) Observe(ctx context.Context, r hedge.Report) {
 }
 
 // observeHedged records what only a call that started more than one
-// attempt has: its hedges, the delay each fired at, and how long the
-// winner and the losers ran.
+// attempt has: its hedges and retries, the delay each hedge fired at, and
+// how long the winner and the losers ran.
 func (o *Observer) observeHedged(ctx context.Context, k *keyed, r *hedge.Report) {
 	n := min(r.Attempts, len(r.Started))
 	k.hedged.Add(1)
@@ -220,8 +221,16 @@ func (o *Observer) observeHedged(ctx context.Context, k *keyed, r *hedge.Report)
 		k.reached(n)
 	}
 	o.hedges.Record(ctx, int64(r.Attempts-1), k.rec...)
+	retries := 0
 	for a := 1; a < n; a++ {
+		if r.Retry[a] {
+			retries++ // started at once for a retryable result: it fired at no delay
+			continue
+		}
 		o.fired.Record(ctx, (r.Started[a] - r.Started[a-1]).Seconds(), k.rec...)
+	}
+	if retries > 0 {
+		k.retries.Add(int64(retries))
 	}
 	if r.Outcome != hedge.Accept || r.Winner < 0 || r.Winner >= n {
 		return // no winner: the attempts were cut off, or one failed the call
@@ -248,7 +257,7 @@ func (o *Observer) collect(ctx context.Context, obs metric.Observer) error {
 		for _, c := range []struct {
 			inst metric.Int64ObservableCounter
 			n    *atomic.Int64
-		}{{o.attempts, &k.attempts}, {o.hedged, &k.hedged}, {o.refusals, &k.refusals},
+		}{{o.attempts, &k.attempts}, {o.hedged, &k.hedged}, {o.retries, &k.retries}, {o.refusals, &k.refusals},
 			{o.skips, &k.skips}, {o.panicked, &k.panics}, {o.opens, &k.opens}} {
 			obs.ObserveInt64(c.inst, c.n.Load(), k.plain...)
 		}

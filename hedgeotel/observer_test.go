@@ -143,12 +143,13 @@ const (
 		"the deadline passed or the caller gave up), every attempt included."
 	descHedges = "Attempts after the primary in each call that started one, hedges and " +
 		"retries after retryable results alike: a call without one is not recorded, as in gRFC A96."
-	descFired = "How long after the attempt before it each attempt after the primary started: " +
-		"the delay a hedge fired at, or less when the attempt before it ended retryable."
+	descFired = "How long after the attempt before it each hedge started: the delay it fired at. " +
+		"Retries, started at once when the attempt before them ended retryable, are not recorded."
 	descAttempt = "How long the attempts of hedged calls that returned an accepted answer ran: " +
 		"the winner until its answer, each loser until the call was decided and cancelled it."
 	descAttempts = "Attempts started, primaries included: over the calls, the load hedging multiplies the upstream's by."
 	descHedged   = "Calls that started more than one attempt."
+	descRetries  = "Attempts after the primary started at once because an attempt before them ended retryable: retries, not hedges."
 	descWins     = "Calls that returned an accepted answer, by the attempt that gave it (hedge.winner, 0 for the primary)."
 	descRefusals = "Attempts after the primary that the budget refused."
 	descSkips    = "Attempts after the primary not started because too little of the deadline was left for them to help."
@@ -232,8 +233,9 @@ func TestObserverRecordsCalls(t *testing.T) {
 			histogram("hedge.call.hedges", "{hedge}", descHedges,
 				hist[int64](attrs("hedge.key", "a"), hedgeBounds, 1, 1),
 				hist[int64](attrs("hedge.key", "c"), hedgeBounds, 1)),
+			// The retry at 3ms fired at no delay: it is a retry, not a hedge.
 			histogram("hedge.attempt.delay", "s", descFired,
-				hist(attrs("hedge.key", "a"), latency, 0.010, 0.003),
+				hist(attrs("hedge.key", "a"), latency, 0.010),
 				hist(attrs("hedge.key", "c"), latency, 0.010)),
 			// The winners ran 5ms and 4ms; the loser, the primary the
 			// hedge beat, 15ms. The primary that failed at 3ms lost no
@@ -243,6 +245,7 @@ func TestObserverRecordsCalls(t *testing.T) {
 				hist(attrs("hedge.key", "a", "hedge.role", "loser"), latency, 0.015)),
 			counter("hedge.call.attempts", "{attempt}", descAttempts, perKey(keys, 5, 3, 1, 2)...),
 			counter("hedge.call.hedged", "{call}", descHedged, perKey(keys, 2, 0, 0, 1)...),
+			counter("hedge.call.retries", "{attempt}", descRetries, perKey(keys, 1, 0, 0, 0)...),
 			counter("hedge.call.wins", "{call}", descWins,
 				sum(attrs("hedge.key", "a", "hedge.winner", 0), 1),
 				sum(attrs("hedge.key", "a", "hedge.winner", 1), 2),
@@ -274,7 +277,7 @@ func TestCountersStartAtZero(t *testing.T) {
 	reader, obs := newReader(t, hedgeotel.WithKey(routeOf))
 	obs.Observe(withRoute(t.Context(), "a"), hedge.Report{Attempts: 1, Winner: 0, Elapsed: ms})
 	got := collect(t, reader)
-	for _, name := range []string{"hedge.call.attempts", "hedge.call.hedged", "hedge.call.budget_refusals",
+	for _, name := range []string{"hedge.call.attempts", "hedge.call.hedged", "hedge.call.retries", "hedge.call.budget_refusals",
 		"hedge.call.deadline_skips", "hedge.call.panics", "hedge.breaker.opens", "hedge.call.wins"} {
 		if _, ok := got[name]; !ok {
 			t.Errorf("no %s after the first call of a key", name)

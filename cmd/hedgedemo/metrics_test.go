@@ -55,6 +55,7 @@ func TestMetricsServed(t *testing.T) {
 		"hedge_attempt_duration_seconds":   dto.MetricType_HISTOGRAM,
 		"hedge_call_attempts_total":        dto.MetricType_COUNTER,
 		"hedge_call_hedged_total":          dto.MetricType_COUNTER,
+		"hedge_call_retries_total":         dto.MetricType_COUNTER,
 		"hedge_call_wins_total":            dto.MetricType_COUNTER,
 		"hedge_call_budget_refusals_total": dto.MetricType_COUNTER,
 		"hedge_call_deadline_skips_total":  dto.MetricType_COUNTER,
@@ -132,7 +133,7 @@ func TestMetricsServed(t *testing.T) {
 	}
 	// Every counter of every row is there, at 0 where it counted
 	// nothing: a row without a breaker has hedge_breaker_opens_total 0.
-	for _, counter := range []string{"hedge_call_hedged_total", "hedge_call_budget_refusals_total",
+	for _, counter := range []string{"hedge_call_hedged_total", "hedge_call_retries_total", "hedge_call_budget_refusals_total",
 		"hedge_call_deadline_skips_total", "hedge_call_panics_total", "hedge_breaker_opens_total"} {
 		got := sums(families[counter])
 		for name := range wantCalls {

@@ -1,0 +1,138 @@
+package hedgehttp
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+
+	"github.com/tailcut/hedge"
+)
+
+// Ties. A server that queues requests (see Admission) can tell a client
+// when a request leaves its queue and starts to run: an informational
+// response, 103 Early Hints, that carries StartedHeader and comes before
+// the final response. A Transport asks for it on every attempt
+// (TieHeader) and reports the attempt that hears it to hedge.Started,
+// which cancels the call's attempts that have not started: they are still
+// queued, so cancelling them costs the servers nothing, and the call goes
+// on with the attempts that run. A server that sends no such response
+// leaves the call as it was before ties.
+
+// TieHeader is the request header by which a client asks for the start
+// signal: a server that admits requests through an Admission sends a 103
+// with StartedHeader to a request that carries it, and to no other. A
+// Transport sends it, with the value "1", on every attempt of the
+// requests it hedges unless DisableTies is set.
+const TieHeader = "Hedge-Tie"
+
+// StartedHeader is the header of the 103 Early Hints response by which a
+// server says that a request has left its queue and started. A Transport
+// ties on any informational response that carries it, whatever its
+// value; the 103 carries no other header.
+const StartedHeader = "Hedge-Started"
+
+// tieValue is the value a Transport sends in TieHeader, and an Admission
+// in StartedHeader.
+const tieValue = "1"
+
+// traceKey is the key under which net/http/httptrace keeps a request's
+// ClientTrace in its context. httptrace does not export it, so it is
+// learned once by asking a context that records the key it is asked for.
+// With it, an attempt's request context hands Base the attempt's trace
+// itself, and a tied attempt costs no context of its own: one allocation
+// (its hook) instead of three. If httptrace ever looked a trace up some
+// other way, traceKey would be nil, attempts would carry no trace, and
+// calls would never tie: TestTieAcrossProtocols would fail.
+var traceKey = func() any {
+	var r keyRecorder
+	httptrace.ContextClientTrace(&r)
+	return r.key
+}()
+
+// keyRecorder is a context that remembers the last key it was asked for.
+type keyRecorder struct {
+	context.Context
+	key any
+}
+
+func (r *keyRecorder) Value(key any) any {
+	r.key = key
+	return nil
+}
+
+// tie makes a's request context carry a trace that hears the attempt's
+// informational responses. The trace is a copy of the one the caller's
+// request carries, if any, so that Base calls the caller's hooks as
+// before; its Got1xxResponse hears the start signal first. Called once
+// per attempt, before anything reads its context.
+func (c *call) tie(a *attempt) {
+	if !c.t.ties || traceKey == nil {
+		return
+	}
+	if c.outer != nil {
+		a.trace = *c.outer
+	}
+	a.trace.Got1xxResponse = a.got1xx
+	a.ctx.trace = &a.trace
+}
+
+// got1xx hears an informational response to attempt a. A start signal
+// reports the attempt started; it reaches the caller's own hook only if
+// the caller's request asked for it, so that a client behind a proxy
+// that hedges sees no 103 it did not ask for. Any other response reaches
+// the caller's hook as it would without ties. It runs on Base's
+// goroutine, which holds the response back until it returns.
+func (a *attempt) got1xx(code int, h textproto.MIMEHeader) error {
+	c := callOf(a.hctx)
+	if _, ok := h[StartedHeader]; ok {
+		hedge.Started(a.hctx)
+		c.cancelTied()
+		if !c.askedTie {
+			return nil
+		}
+	}
+	if c.outer != nil && c.outer.Got1xxResponse != nil {
+		return c.outer.Got1xxResponse(code, h)
+	}
+	return nil
+}
+
+// cancelTied cancels the requests of the attempts that hedge.Started has
+// just cancelled: those still waiting for their response's header whose
+// hedge.Do context has ended while the call's has not. The call cancels
+// its attempts' requests itself (see call), so the tie reaches the wire
+// here, at once, and the server sees the queued request leave.
+func (c *call) cancelTied() {
+	if c.Err() != nil {
+		return // the caller's end reaches every request by itself
+	}
+	var cancels [hedge.MaxAttemptsLimit]context.CancelFunc
+	n := 0
+	c.mu.Lock()
+	for b := &c.primary; b != nil; b = b.next {
+		if b.waiting && b.hctx != nil && b.hctx.Err() != nil {
+			b.waiting = false
+			cancels[n] = b.body.cancel
+			n++
+		}
+	}
+	c.mu.Unlock()
+	for _, cancel := range cancels[:n] {
+		cancel()
+	}
+}
+
+// tieValues is TieHeader's value in every request, shared, as a
+// request's header values are read, never written, once it is sent. Its
+// capacity is its length, so that an append makes a slice of its own.
+var tieValues = []string{tieValue}[:1:1]
+
+// askTie adds TieHeader to h, a request's header of the call's own.
+func askTie(h http.Header) http.Header {
+	if h == nil {
+		h = make(http.Header, 1)
+	}
+	h[TieHeader] = tieValues
+	return h
+}
