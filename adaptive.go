@@ -133,7 +133,7 @@ type adaptiveState struct {
 	clk       clock.Clock
 	origin    time.Time // by clk: when the state was made
 	win       winRule
-	breaker   *Breaker // its settings; each key keeps its own circuit
+	breaker   breakerRule // its settings; each key keeps its own circuit
 	keys      perKey[adaptiveKey]
 }
 
@@ -246,9 +246,9 @@ func (a *Adaptive) newState() *adaptiveState {
 	// The defaults cannot fail. An Adaptive sends its first hedges on
 	// credit, and judges them by rate only once 20 have been: a rate of
 	// a few hedges is mostly luck.
-	s.win, _ = newWinRule(WinRateConfig{Burst: adaptiveBurst})
+	s.win, _ = newWinRule(&WinRateBudget{Burst: adaptiveBurst})
 	s.win.first = adaptiveFirst
-	s.breaker, _ = newBreakerRule(BreakerConfig{Clock: a.Clock, OnOpen: a.OnOpen})
+	newBreakerRule(&Breaker{Clock: a.Clock, OnOpen: a.OnOpen}, &s.breaker)
 	s.keys.init(a.Key, orDefault(a.MaxKeys, defaultWinRateKeys), s.newKey)
 	return s
 }

@@ -2,7 +2,6 @@ package hedge
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -429,15 +428,6 @@ func (a *attemptCtx) canceledWith() error {
 	defer a.mu.Unlock()
 	return a.err
 }
-
-// ErrSuperseded is the cause with which Do cancels an attempt whose result
-// it will not return because another attempt's result was chosen (a
-// loser), or because a later retryable result replaced it: context.Cause
-// of the attempt's context returns it, while Err returns
-// context.Canceled. It tells instrumentation, logs and fn itself that the
-// attempt lost the race, not that the caller gave up (then the cause is
-// the caller's) or that the deadline passed (context.DeadlineExceeded).
-var ErrSuperseded = errors.New("hedge: superseded by another attempt")
 
 // Attempt returns which attempt of a hedged call ctx belongs to: 0 in the
 // primary, k in the k-th hedge, and 0 outside Do. Use it to send each

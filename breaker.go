@@ -2,7 +2,6 @@ package hedge
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,7 +35,7 @@ func (s BreakerState) String() string {
 	return "BreakerState(?)"
 }
 
-// Defaults of BreakerConfig's zero fields: the window and threshold of
+// Defaults of a Breaker's zero fields: the window and threshold of
 // resilience4j's count-based breaker, the cooldown of Hystrix, and one
 // trial, as both of them and gobreaker use.
 const (
@@ -48,7 +47,7 @@ const (
 	defaultBreakerMaxKeys   = 64
 )
 
-// Bounds of BreakerConfig's fields. A ring of a thousand samples per key is
+// Bounds of a Breaker's fields. A ring of a thousand samples per key is
 // 8 KB; a breaker that remembers or sleeps for more than an hour is no
 // longer about the health of the calls at hand.
 const (
@@ -57,10 +56,63 @@ const (
 	maxBreakerTrials   = 1000
 )
 
-// BreakerConfig sets up a Breaker. Each zero field takes the default its
-// doc names, so BreakerConfig{} is a valid configuration. It is a plain
-// value: NewBreaker copies it.
-type BreakerConfig struct {
+// Breaker is a Budget that stops hedging a route whose calls fail, in the
+// manner of a circuit breaker that guards only the extra attempts: while
+// an upstream fails, duplicates of its requests add load and rarely help.
+// It never refuses a primary (Allow(ctx, 0) is always true), and the
+// primaries are what it measures, per key of Key:
+//
+//   - Closed, it grants every hedge and keeps the outcomes of the key's
+//     last Samples primaries. Accept is a success; Retryable, Failed,
+//     Terminal (a panic included) and TimedOut (a primary that the
+//     call's deadline cut off: a hung upstream) are failures; Canceled (a
+//     primary that lost the race, or whose caller gave up) says nothing
+//     of the upstream and is not counted. When all of them lie within Window and
+//     at least Threshold failed, it opens. So once every primary fails, it
+//     opens within Samples of them (if they come within a Window), and
+//     after ⌈Threshold × Samples⌉ of them if the ring held recent
+//     successes.
+//   - Open, it refuses every hedge. After Cooldown it turns half-open.
+//   - Half-open, it grants up to Trials trial hedges. A trial that is
+//     accepted counts toward closing; when Trials have been accepted, it
+//     closes and starts a fresh count. A trial that fails opens it again
+//     for another Cooldown, as does one the deadline cut off. A trial
+//     that was cancelled (it lost the race, or never started: see
+//     Budget's Release) gives its slot back.
+//
+// Hedges' outcomes do not count while it is closed, for three reasons.
+// Hedges are sent only for calls whose primary was slow or failed, so
+// they are a biased sample, and counting a retried failure again would
+// count one bad call twice. They are sent only while the breaker is
+// closed, so their share of the sample would depend on the breaker's own
+// decisions. And with one primary per call, the error rate is the share
+// of calls that failed at first try whatever the hedging policy, which is
+// what Threshold means. A half-open breaker judges its trials, the only
+// hedges it sends, because they are the question it asks: would a hedge
+// help again?
+//
+// A Done cannot say which Allow it answers, so a half-open breaker takes
+// the outcome of any hedge that returns while trials are out as a trial's.
+// A hedge granted before the breaker opened is still out after Cooldown
+// only if it ran for longer than Cooldown; a Cooldown longer than the
+// calls' Timeout rules that out.
+//
+// A Terminal outcome counts as a failure. A classifier that marks answers
+// which say nothing about the upstream's health (not found, invalid
+// argument) as Accept keeps them out of the failures; Do returns them the
+// same way.
+//
+// The zero value is ready: every call under one key, with the defaults
+// each field names. The fields are read once, on first use, under the
+// breaker's lock; set them before. A field out of range is an error
+// wrapping ErrInvalidBudget, which Policy.Validate and Do report; such a
+// breaker refuses every hedge. A Breaker is safe for concurrent use and
+// must not be copied after first use. After the key lookup (a sync.Map load),
+// a closed breaker's Allow is one atomic load, and Done records a primary
+// with a clock reading, a swap and two atomic adds; a failure also loads
+// the failure count, and scans the ring under a mutex only when that count
+// reaches Threshold. A half-open breaker takes a mutex per hedge.
+type Breaker struct {
 	// Key names the route of a call from the caller's context (the one
 	// passed to Do): a breaker opens for one route while the others keep
 	// their hedges. hedgehttp.Route and a gRPC call's full method are
@@ -99,62 +151,21 @@ type BreakerConfig struct {
 	// Clock is the time source. Nil means real time; tests inject
 	// clock.NewMock() from benbjohnson/clock.
 	Clock clock.Clock
+
+	settings settings[breakerState]
 }
 
-// Breaker is a Budget that stops hedging a route whose calls fail, in the
-// manner of a circuit breaker that guards only the extra attempts: while
-// an upstream fails, duplicates of its requests add load and rarely help.
-// It never refuses a primary (Allow(ctx, 0) is always true), and the
-// primaries are what it measures, per key of Key:
-//
-//   - Closed, it grants every hedge and keeps the outcomes of the key's
-//     last Samples primaries. Accept is a success; Retryable, Failed,
-//     Terminal (a panic included) and TimedOut (a primary that the
-//     call's deadline cut off: a hung upstream) are failures; Canceled (a
-//     primary that lost the race, or whose caller gave up) says nothing
-//     of the upstream and is not counted. When all of them lie within Window and
-//     at least Threshold failed, it opens. So once every primary fails, it
-//     opens within Samples of them (if they come within a Window), and
-//     after ⌈Threshold × Samples⌉ of them if the ring held recent
-//     successes.
-//   - Open, it refuses every hedge. After Cooldown it turns half-open.
-//   - Half-open, it grants up to Trials trial hedges. A trial that is
-//     accepted counts toward closing; when Trials have been accepted, it
-//     closes and starts a fresh count. A trial that fails opens it again
-//     for another Cooldown, as does one the deadline cut off. A trial
-//     that was cancelled (it lost the race, or never started: see
-//     Releaser) gives its slot back.
-//
-// Hedges' outcomes do not count while it is closed, for three reasons.
-// Hedges are sent only for calls whose primary was slow or failed, so
-// they are a biased sample, and counting a retried failure again would
-// count one bad call twice. They are sent only while the breaker is
-// closed, so their share of the sample would depend on the breaker's own
-// decisions. And with one primary per call, the error rate is the share
-// of calls that failed at first try whatever the hedging policy, which is
-// what Threshold means. A half-open breaker judges its trials, the only
-// hedges it sends, because they are the question it asks: would a hedge
-// help again?
-//
-// A Done cannot say which Allow it answers, so a half-open breaker takes
-// the outcome of any hedge that returns while trials are out as a trial's.
-// A hedge granted before the breaker opened is still out after Cooldown
-// only if it ran for longer than Cooldown; a Cooldown longer than the
-// calls' Timeout rules that out.
-//
-// A Terminal outcome counts as a failure. A classifier that marks answers
-// which say nothing about the upstream's health (not found, invalid
-// argument) as Accept keeps them out of the failures; Do returns them the
-// same way.
-//
-// The zero value refuses every hedge, as every budget's does; make a
-// Breaker with NewBreaker. A Breaker is safe for concurrent use and must
-// not be copied after first use. After the key lookup (a sync.Map load),
-// a closed breaker's Allow is one atomic load, and Done records a primary
-// with a clock reading, a swap and two atomic adds; a failure also loads
-// the failure count, and scans the ring under a mutex only when that count
-// reaches Threshold. A half-open breaker takes a mutex per hedge.
-type Breaker struct {
+// breakerState is what a Breaker reads from its fields, and its keys'
+// circuits.
+type breakerState struct {
+	err      error
+	rule     breakerRule
+	circuits perKey[circuit]
+}
+
+// breakerRule is a Breaker's settings, which apply to every key's
+// circuit: an Adaptive keeps one too.
+type breakerRule struct {
 	threshold int64 // thousandths of the judged primaries
 	samples   int
 	window    time.Duration
@@ -163,7 +174,6 @@ type Breaker struct {
 	onOpen    func(string)
 	clk       clock.Clock // nil: real time
 	origin    time.Time
-	circuits  perKey[circuit]
 }
 
 // circuit is the breaker of one key.
@@ -190,39 +200,43 @@ const (
 	sampleFilled = 2
 )
 
-// NewBreaker returns a Breaker with the settings of c, its zero fields
-// taking their defaults. For a field out of range it returns nil and an
-// error wrapping ErrInvalidBudget.
-func NewBreaker(c BreakerConfig) (*Breaker, error) {
-	b, err := newBreakerRule(c)
-	if err != nil {
-		return nil, err
+// load returns the breaker's state, reading its fields on first use.
+func (b *Breaker) load() *breakerState { return b.settings.load(b.read) }
+
+func (b *Breaker) read() *breakerState {
+	s := &breakerState{}
+	if s.err = newBreakerRule(b, &s.rule); s.err != nil {
+		return s
 	}
-	b.circuits.init(c.Key, orDefault(c.MaxKeys, defaultBreakerMaxKeys), b.newCircuit)
-	return b, nil
+	if b.MaxKeys < 0 {
+		s.err = fieldError("Breaker.MaxKeys", "%d is negative", b.MaxKeys)
+		return s
+	}
+	s.circuits.init(b.Key, orDefault(b.MaxKeys, defaultBreakerMaxKeys), s.rule.newCircuit)
+	return s
 }
 
-// newBreakerRule checks c and returns a Breaker with its settings and no
-// circuits: NewBreaker adds a table of them, an Adaptive keeps one in
-// each key's state.
-func newBreakerRule(c BreakerConfig) (*Breaker, error) {
+func (b *Breaker) check() error { return b.load().err }
+
+// newBreakerRule checks the settings of c (but for Key and MaxKeys) and
+// puts them in r: a Breaker keeps its rule with a table of circuits, an
+// Adaptive keeps one circuit in each key's state.
+func newBreakerRule(c *Breaker, r *breakerRule) error {
 	switch {
 	case !(c.Threshold >= 0 && c.Threshold <= 1): // and not NaN
-		return nil, fmt.Errorf("%w: breaker threshold %v is outside (0, 1]", ErrInvalidBudget, c.Threshold)
+		return fieldError("Breaker.Threshold", "%v is outside (0, 1]", c.Threshold)
 	case c.Threshold > 0 && thousandthsDown(c.Threshold) == 0:
-		return nil, fmt.Errorf("%w: breaker threshold %v rounds down to 0 in thousandths", ErrInvalidBudget, c.Threshold)
+		return fieldError("Breaker.Threshold", "%v rounds down to 0 in thousandths", c.Threshold)
 	case c.Samples < 0 || c.Samples > maxBreakerSamples:
-		return nil, fmt.Errorf("%w: breaker samples %d is outside [1, %d]", ErrInvalidBudget, c.Samples, maxBreakerSamples)
+		return fieldError("Breaker.Samples", "%d is outside [1, %d]", c.Samples, maxBreakerSamples)
 	case c.Window < 0 || c.Window > maxBreakerDuration:
-		return nil, fmt.Errorf("%w: breaker window %v is outside (0, %v]", ErrInvalidBudget, c.Window, maxBreakerDuration)
+		return fieldError("Breaker.Window", "%v is outside (0, %v]", c.Window, maxBreakerDuration)
 	case c.Cooldown < 0 || c.Cooldown > maxBreakerDuration:
-		return nil, fmt.Errorf("%w: breaker cooldown %v is outside (0, %v]", ErrInvalidBudget, c.Cooldown, maxBreakerDuration)
+		return fieldError("Breaker.Cooldown", "%v is outside (0, %v]", c.Cooldown, maxBreakerDuration)
 	case c.Trials < 0 || c.Trials > maxBreakerTrials:
-		return nil, fmt.Errorf("%w: breaker trials %d is outside [1, %d]", ErrInvalidBudget, c.Trials, maxBreakerTrials)
-	case c.MaxKeys < 0:
-		return nil, fmt.Errorf("%w: negative breaker MaxKeys %d", ErrInvalidBudget, c.MaxKeys)
+		return fieldError("Breaker.Trials", "%d is outside [1, %d]", c.Trials, maxBreakerTrials)
 	}
-	b := &Breaker{
+	*r = breakerRule{
 		threshold: thousandthsDown(orDefault(c.Threshold, defaultBreakerThreshold)),
 		samples:   orDefault(c.Samples, defaultBreakerSamples),
 		window:    orDefault(c.Window, defaultBreakerWindow),
@@ -231,8 +245,8 @@ func newBreakerRule(c BreakerConfig) (*Breaker, error) {
 		onOpen:    c.OnOpen,
 		clk:       c.Clock,
 	}
-	b.origin = b.now()
-	return b, nil
+	r.origin = r.now()
+	return nil
 }
 
 func orDefault[N int | float64 | time.Duration](v, def N) N {
@@ -249,15 +263,16 @@ func (b *Breaker) Allow(ctx context.Context, k int) bool {
 	if primary(k) {
 		return true
 	}
-	if !b.circuits.ready() { // the zero value
+	s := b.load()
+	if s.err != nil {
 		return false
 	}
-	return b.allow(b.circuits.of(ctx))
+	return s.rule.allow(s.circuits.of(ctx))
 }
 
 // allow grants a hedge of c: always while closed, and a trial slot while
 // half-open.
-func (b *Breaker) allow(c *circuit) bool {
+func (b *breakerRule) allow(c *circuit) bool {
 	phase := BreakerState(c.phase.Load())
 	if phase == BreakerClosed {
 		return true
@@ -290,15 +305,19 @@ func (b *Breaker) allow(c *circuit) bool {
 // half-open, it judges a trial hedge's outcome (k ≥ 1). It ignores the
 // rest.
 func (b *Breaker) Done(ctx context.Context, k int, o Outcome) {
-	if !b.circuits.ready() || (primary(k) && o == Canceled) {
+	if primary(k) && o == Canceled {
 		return
 	}
-	key := b.circuits.keyOf(ctx)
-	b.done(b.circuits.get(key), key, k, o)
+	s := b.load()
+	if s.err != nil {
+		return
+	}
+	key := s.circuits.keyOf(ctx)
+	s.rule.done(s.circuits.get(key), key, k, o)
 }
 
 // done takes attempt k's outcome into c, the circuit of key.
-func (b *Breaker) done(c *circuit, key string, k int, o Outcome) {
+func (b *breakerRule) done(c *circuit, key string, k int, o Outcome) {
 	switch {
 	case primary(k) && o != Canceled:
 		b.measure(c, key, o != Accept)
@@ -311,16 +330,20 @@ func (b *Breaker) done(c *circuit, key string, k int, o Outcome) {
 // from a half-open breaker, for an attempt that never started. It does
 // nothing otherwise: a closed breaker's grants take nothing.
 func (b *Breaker) Release(ctx context.Context, k int) {
-	if primary(k) || !b.circuits.ready() {
+	if primary(k) {
 		return
 	}
-	key := b.circuits.keyOf(ctx)
-	b.release(b.circuits.get(key), key)
+	s := b.load()
+	if s.err != nil {
+		return
+	}
+	key := s.circuits.keyOf(ctx)
+	s.rule.release(s.circuits.get(key), key)
 }
 
 // release gives back the trial slot a grant took from c, if it is
 // half-open.
-func (b *Breaker) release(c *circuit, key string) {
+func (b *breakerRule) release(c *circuit, key string) {
 	if BreakerState(c.phase.Load()) == BreakerHalfOpen {
 		b.judge(c, key, Canceled)
 	}
@@ -329,25 +352,27 @@ func (b *Breaker) release(c *circuit, key string) {
 // State returns the state of the breaker of ctx's key, without adding the
 // key if it is new: a key not seen yet is closed, or shares the overflow
 // breaker's state if MaxKeys are taken. An open breaker whose cooldown is
-// over is half-open. The zero value is open: it refuses every hedge.
+// over is half-open. A breaker whose fields are out of range is open: it
+// refuses every hedge.
 func (b *Breaker) State(ctx context.Context) BreakerState {
-	if !b.circuits.ready() {
+	s := b.load()
+	if s.err != nil {
 		return BreakerOpen
 	}
-	c := b.circuits.peek(ctx)
+	c := s.circuits.peek(ctx)
 	if c == nil {
 		return BreakerClosed
 	}
-	s := BreakerState(c.phase.Load())
-	if s == BreakerOpen && b.since() >= c.reopen.Load() {
+	phase := BreakerState(c.phase.Load())
+	if phase == BreakerOpen && s.rule.since() >= c.reopen.Load() {
 		return BreakerHalfOpen
 	}
-	return s
+	return phase
 }
 
 // measure records a primary's outcome in a closed breaker, and opens it
 // if the ring then holds Threshold of failures within Window.
-func (b *Breaker) measure(c *circuit, key string, failed bool) {
+func (b *breakerRule) measure(c *circuit, key string, failed bool) {
 	if BreakerState(c.phase.Load()) != BreakerClosed {
 		return
 	}
@@ -378,7 +403,7 @@ func (b *Breaker) measure(c *circuit, key string, failed bool) {
 
 // tripped reports whether every sample in c's ring is within Window of now
 // and at least Threshold of them failed.
-func (b *Breaker) tripped(c *circuit, now int64) bool {
+func (b *breakerRule) tripped(c *circuit, now int64) bool {
 	var failed int64
 	for i := range c.ring {
 		w := c.ring[i].Load()
@@ -394,7 +419,7 @@ func (b *Breaker) tripped(c *circuit, now int64) bool {
 // ones close it once Trials have been, a failure opens it again, and a
 // cancelled one frees its slot. An outcome while no trial is out belongs
 // to a hedge granted before the breaker opened, and says nothing.
-func (b *Breaker) judge(c *circuit, key string, o Outcome) {
+func (b *breakerRule) judge(c *circuit, key string, o Outcome) {
 	now := b.since()
 	reopened := false
 	c.mu.Lock()
@@ -419,14 +444,14 @@ func (b *Breaker) judge(c *circuit, key string, o Outcome) {
 
 // open opens c until Cooldown after now. Called with c.mu held. reopen is
 // stored first, so that whoever loads the new phase loads the new reopen.
-func (b *Breaker) open(c *circuit, now int64) {
+func (b *breakerRule) open(c *circuit, now int64) {
 	c.reopen.Store(now + int64(b.cooldown))
 	c.phase.Store(int32(BreakerOpen))
 }
 
 // close closes c with an empty ring: the failures that opened it must not
 // open it again. Called with c.mu held.
-func (b *Breaker) close(c *circuit) {
+func (b *breakerRule) close(c *circuit) {
 	for i := range c.ring {
 		old := c.ring[i].Swap(0)
 		c.failed.Add(-int64(old & sampleFailed))
@@ -435,15 +460,15 @@ func (b *Breaker) close(c *circuit) {
 	c.phase.Store(int32(BreakerClosed))
 }
 
-func (b *Breaker) newCircuit(string) *circuit {
+func (b *breakerRule) newCircuit(string) *circuit {
 	c := &circuit{}
 	b.initCircuit(c)
 	return c
 }
 
-func (b *Breaker) initCircuit(c *circuit) { c.ring = make([]atomic.Uint64, b.samples) }
+func (b *breakerRule) initCircuit(c *circuit) { c.ring = make([]atomic.Uint64, b.samples) }
 
-func (b *Breaker) now() time.Time {
+func (b *breakerRule) now() time.Time {
 	if b.clk == nil {
 		return time.Now()
 	}
@@ -452,6 +477,6 @@ func (b *Breaker) now() time.Time {
 
 // since returns the time since the breaker was made, in nanoseconds, never
 // negative: a clock set back does not reach before the origin.
-func (b *Breaker) since() int64 {
+func (b *breakerRule) since() int64 {
 	return max(int64(b.now().Sub(b.origin)), 0)
 }

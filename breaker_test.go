@@ -2,7 +2,6 @@ package hedge_test
 
 import (
 	"context"
-	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,48 +44,6 @@ func (o *opens) count() int {
 	return len(o.keys)
 }
 
-func newBreaker(t testing.TB, c hedge.BreakerConfig) *hedge.Breaker {
-	t.Helper()
-	b, err := hedge.NewBreaker(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func TestNewBreakerErrors(t *testing.T) {
-	nan := math.NaN()
-	checkConstructor(t, hedge.NewBreaker, []configCase[hedge.BreakerConfig]{
-		{"defaults", hedge.BreakerConfig{}, true},
-		{"largest", hedge.BreakerConfig{Threshold: 1, Samples: 1000, Window: time.Hour, Cooldown: time.Hour, Trials: 1000, MaxKeys: 1 << 20}, true},
-		{"smallest", hedge.BreakerConfig{Threshold: 0.001, Samples: 1, Window: 1, Cooldown: 1, Trials: 1, MaxKeys: 1}, true},
-		{"negative threshold", hedge.BreakerConfig{Threshold: -0.5}, false},
-		{"threshold above 1", hedge.BreakerConfig{Threshold: 1.001}, false},
-		{"NaN threshold", hedge.BreakerConfig{Threshold: nan}, false},
-		{"infinite threshold", hedge.BreakerConfig{Threshold: math.Inf(1)}, false},
-		{"threshold rounds down to 0", hedge.BreakerConfig{Threshold: 0.0009}, false},
-		{"negative samples", hedge.BreakerConfig{Samples: -1}, false},
-		{"over 1000 samples", hedge.BreakerConfig{Samples: 1001}, false},
-		{"negative window", hedge.BreakerConfig{Window: -time.Second}, false},
-		{"window over an hour", hedge.BreakerConfig{Window: time.Hour + 1}, false},
-		{"negative cooldown", hedge.BreakerConfig{Cooldown: -1}, false},
-		{"cooldown over an hour", hedge.BreakerConfig{Cooldown: time.Hour + 1}, false},
-		{"negative trials", hedge.BreakerConfig{Trials: -1}, false},
-		{"over 1000 trials", hedge.BreakerConfig{Trials: 1001}, false},
-		{"negative MaxKeys", hedge.BreakerConfig{MaxKeys: -1}, false},
-	})
-}
-
-// The zero Breaker refuses every hedge, as every budget's zero value does,
-// and never panics.
-func TestBreakerZeroValue(t *testing.T) {
-	var b hedge.Breaker
-	checkZeroBudget(t, &b)
-	if s := b.State(context.Background()); s != hedge.BreakerOpen {
-		t.Errorf("State = %v, want open", s)
-	}
-}
-
 // Each case reports a sequence of outcomes to a fresh breaker: 'a', 'r',
 // 't' and 'c' are a primary's Accept, Retryable, Terminal and Canceled;
 // 'H' is a hedge's Retryable; '.' lets a second pass. It must open exactly
@@ -127,10 +84,10 @@ func TestBreakerOpens(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var got []int
 				i := 0
-				b := newBreaker(t, hedge.BreakerConfig{
+				b := &hedge.Breaker{
 					Samples: tt.samples, Threshold: tt.threshold, Window: 10 * time.Second,
 					OnOpen: func(string) { got = append(got, i) },
-				})
+				}
 				ctx := context.Background()
 				for ; i < len(tt.outcomes); i++ {
 					switch tt.outcomes[i] {
@@ -170,7 +127,7 @@ func TestBreakerOpenRefusesOnlyHedges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) { // Mock.Add yields with a sleep
 		mock := clock.NewMock()
 		var o opens
-		b := newBreaker(t, hedge.BreakerConfig{Samples: 4, Cooldown: 5 * time.Second, Clock: mock, OnOpen: o.onOpen})
+		b := &hedge.Breaker{Samples: 4, Cooldown: 5 * time.Second, Clock: mock, OnOpen: o.onOpen}
 		ctx := context.Background()
 		for range 4 {
 			b.Done(ctx, 0, hedge.Retryable)
@@ -211,7 +168,7 @@ func TestBreakerOpenRefusesOnlyHedges(t *testing.T) {
 func TestBreakerHalfOpenCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var o opens
-		b := newBreaker(t, hedge.BreakerConfig{Samples: 4, Cooldown: time.Second, Trials: 3, OnOpen: o.onOpen})
+		b := &hedge.Breaker{Samples: 4, Cooldown: time.Second, Trials: 3, OnOpen: o.onOpen}
 		ctx := context.Background()
 		for range 4 {
 			b.Done(ctx, 0, hedge.Retryable)
@@ -264,7 +221,7 @@ func TestBreakerHalfOpenCloses(t *testing.T) {
 func TestBreakerFailedTrialReopens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var o opens
-		b := newBreaker(t, hedge.BreakerConfig{Key: routeOf, Samples: 2, Cooldown: 4 * time.Second, Trials: 2, OnOpen: o.onOpen})
+		b := &hedge.Breaker{Key: routeOf, Samples: 2, Cooldown: 4 * time.Second, Trials: 2, OnOpen: o.onOpen}
 		ctx := onRoute("/a")
 		start := time.Now()
 		if !b.Allow(ctx, 1) { // a hedge granted while closed, still out
@@ -306,7 +263,7 @@ func TestBreakerFailedTrialReopens(t *testing.T) {
 // overflow breaker.
 func TestBreakerKeys(t *testing.T) {
 	var o opens
-	b := newBreaker(t, hedge.BreakerConfig{Key: routeOf, Samples: 2, MaxKeys: 2, OnOpen: o.onOpen})
+	b := &hedge.Breaker{Key: routeOf, Samples: 2, MaxKeys: 2, OnOpen: o.onOpen}
 	fail := func(path string) {
 		b.Done(onRoute(path), 0, hedge.Retryable)
 		b.Done(onRoute(path), 0, hedge.Retryable)
@@ -336,7 +293,7 @@ func TestBreakerKeys(t *testing.T) {
 		t.Errorf("OnOpen calls (-want +got)\n%s", diff)
 	}
 
-	one := newBreaker(t, hedge.BreakerConfig{Samples: 2}) // no Key: one breaker
+	one := &hedge.Breaker{Samples: 2} // no Key: one breaker
 	one.Done(onRoute("/a"), 0, hedge.Retryable)
 	one.Done(onRoute("/b"), 0, hedge.Retryable)
 	if one.Allow(onRoute("/c"), 1) {
@@ -350,7 +307,7 @@ func TestBudgetContentionBreaker(t *testing.T) {
 	t.Run("64 goroutines fail at once: one opening", func(t *testing.T) {
 		for round := range 200 {
 			var o opens
-			b := newBreaker(t, hedge.BreakerConfig{Samples: budgetRacers / 2, OnOpen: o.onOpen})
+			b := &hedge.Breaker{Samples: budgetRacers / 2, OnOpen: o.onOpen}
 			budgetRace(budgetRacers, func(int) { b.Done(context.Background(), 0, hedge.Retryable) })
 			if n := o.count(); n != 1 || b.Allow(context.Background(), 1) {
 				t.Fatalf("round %d: %d OnOpen calls, want 1 and the breaker open", round, n)
@@ -361,7 +318,7 @@ func TestBudgetContentionBreaker(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			for round := range 200 {
 				var o opens
-				b := newBreaker(t, hedge.BreakerConfig{Samples: 1, Cooldown: time.Second, Trials: 8, OnOpen: o.onOpen})
+				b := &hedge.Breaker{Samples: 1, Cooldown: time.Second, Trials: 8, OnOpen: o.onOpen}
 				b.Done(context.Background(), 0, hedge.Retryable)
 				time.Sleep(time.Second)
 				var granted atomic.Int64
@@ -383,7 +340,7 @@ func TestBudgetContentionBreaker(t *testing.T) {
 	t.Run("64 trials accepted at once: closed, with a fresh ring", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var o opens
-			b := newBreaker(t, hedge.BreakerConfig{Samples: budgetRacers, Cooldown: time.Second, Trials: budgetRacers, OnOpen: o.onOpen})
+			b := &hedge.Breaker{Samples: budgetRacers, Cooldown: time.Second, Trials: budgetRacers, OnOpen: o.onOpen}
 			budgetRace(budgetRacers, func(int) { b.Done(context.Background(), 0, hedge.Retryable) })
 			time.Sleep(time.Second)
 			budgetRace(budgetRacers, func(int) {
@@ -404,7 +361,7 @@ func TestBudgetContentionBreaker(t *testing.T) {
 
 // The closed breaker's path, taken by every call, allocates nothing.
 func TestBreakerAllocations(t *testing.T) {
-	b := newBreaker(t, hedge.BreakerConfig{Key: routeOf})
+	b := &hedge.Breaker{Key: routeOf}
 	ctx := onRoute("/a")
 	n := testing.AllocsPerRun(1000, func() {
 		b.Allow(ctx, 0)
@@ -425,7 +382,7 @@ func TestBreakerAllocations(t *testing.T) {
 func TestBreakerThroughDo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var o opens
-		b := newBreaker(t, hedge.BreakerConfig{Key: routeOf, Samples: 4, Cooldown: time.Second, OnOpen: o.onOpen})
+		b := &hedge.Breaker{Key: routeOf, Samples: 4, Cooldown: time.Second, OnOpen: o.onOpen}
 		type call struct {
 			Attempts, Refusals int
 			Took               time.Duration

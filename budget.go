@@ -29,10 +29,10 @@ import "context"
 // goroutines (an attempt's or a timer's): they should be fast, since an
 // attempt waits for Allow. A slow one never holds Do past its deadline. If Allow grants an attempt whose fn
 // never runs because the call ended meanwhile, Do takes the grant back
-// with Release when the Budget is a Releaser, and with Done(k, Canceled)
-// otherwise; so it does for an attempt that a tie cancelled while it
-// waited in a server's queue (see Started), instead of calling Done.
-// A panic in either is re-raised in the caller's
+// with Release when the Budget has that method (below), and with
+// Done(k, Canceled) otherwise; so it does for an attempt that a tie
+// cancelled while it waited in a server's queue (see Started), instead
+// of calling Done. A panic in either is re-raised in the caller's
 // goroutine as a *PanicError, and runtime.Goexit ends the call as an
 // attempt's would.
 //
@@ -40,6 +40,23 @@ import "context"
 // first try and Allow(k) before each retry, k ≥ 1, and Done(k, o) after
 // every try: Tries does this for the loop of a retry library, and hands
 // the count to a Do that the try runs, so that a request is counted once.
+//
+// A Budget that can take back a grant whose attempt never started has a
+// method
+//
+//	Release(ctx context.Context, k int)
+//
+// that undoes a granted Allow(ctx, k), k ≥ 1; no Done follows it. Do
+// calls it for a grant whose attempt the call's end kept from starting,
+// and for an attempt that a tie cancelled while it waited in a server's
+// queue (see Started): it did no work. AllOf calls it on the budgets
+// that granted an attempt when a later one refused it. Release is not Done(ctx, k, Canceled): Do reports Canceled
+// for attempts that ran and lost too, and a budget that charges on Allow
+// must not refund those, since a RatioBudget's withdrawal pays for load
+// the attempt did add. For an attempt that never ran, there is nothing to
+// pay for. Every budget of this package has it: a RatioBudget refunds the
+// attempt, an InflightLimit returns its permit, a Breaker its trial slot,
+// and a TokenBucket, whose Allow takes nothing, does nothing.
 type Budget interface {
 	Allow(ctx context.Context, k int) bool
 	Done(ctx context.Context, k int, o Outcome)

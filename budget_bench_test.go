@@ -57,10 +57,13 @@ func BenchmarkBudget(b *testing.B) {
 		make func() hedge.Budget
 	}{
 		{"mutex-baseline", func() hedge.Budget { return &mutexLimit{n: 1 << 30} }},
-		{"InflightLimit", func() hedge.Budget { l, _ := hedge.NewInflightLimit(1 << 30); return l }},
-		{"TokenBucket", func() hedge.Budget { t, _ := hedge.NewTokenBucket(100, 0.1); return t }},
+		{"InflightLimit", func() hedge.Budget { l := &hedge.InflightLimit{Max: 1 << 30}; return l }},
+		{"TokenBucket", func() hedge.Budget { t := &hedge.TokenBucket{MaxTokens: 100, TokenRatio: 0.1}; return t }},
 		// Real time: each Allow and Done reads the clock, as in production.
-		{"RatioBudget", func() hedge.Budget { r, _ := hedge.NewRatioBudget(0.5, 10, 10*time.Second, nil); return r }},
+		{"RatioBudget", func() hedge.Budget {
+			r := &hedge.RatioBudget{Ratio: 0.5, MinPerSecond: 10, Window: 10 * time.Second}
+			return r
+		}},
 	}
 	for _, bb := range budgets {
 		b.Run(bb.name+"/serial", func(b *testing.B) {

@@ -16,15 +16,12 @@ import (
 // trial hedge that succeeds closes it.
 func ExampleBreaker() {
 	mock := clock.NewMock()
-	breaker, err := hedge.NewBreaker(hedge.BreakerConfig{
+	breaker := &hedge.Breaker{
 		Key:      routeOf,
 		Samples:  10, // judge the last 10 primaries of each route
 		Cooldown: 5 * time.Second,
 		OnOpen:   func(route string) { fmt.Println("open:", route) },
 		Clock:    mock,
-	})
-	if err != nil {
-		panic(err)
 	}
 	export := onRoute("GET /export") // a call's context, as Do hands it to the budget
 	lookup := onRoute("GET /users/{id}")
@@ -55,9 +52,9 @@ func ExampleBreaker() {
 // call's failure; from then on the ratio budget grants each retry and the
 // breaker refuses it, and AllOf refunds the ratio budget's grant.
 func ExampleAllOf() {
-	ratio, _ := hedge.NewRatioBudget(0.1, 1, 10*time.Second, clock.NewMock())
-	inflight, _ := hedge.NewInflightLimit(1)
-	breaker, _ := hedge.NewBreaker(hedge.BreakerConfig{Samples: 3})
+	ratio := &hedge.RatioBudget{Ratio: 0.1, MinPerSecond: 1, Window: 10 * time.Second, Clock: clock.NewMock()}
+	inflight := &hedge.InflightLimit{Max: 1}
+	breaker := &hedge.Breaker{Samples: 3}
 	p := hedge.Policy[string]{
 		Budget: hedge.AllOf(ratio, inflight, breaker),
 		Delay:  hedge.Fixed(time.Hour), // no timed hedges: retries only

@@ -18,10 +18,7 @@ import (
 // 10 % of the window's calls.
 func ExampleRatioBudget() {
 	mock := clock.NewMock()
-	budget, err := hedge.NewRatioBudget(0.1, 0, 10*time.Second, mock) // nil: real time
-	if err != nil {
-		panic(err)
-	}
+	budget := &hedge.RatioBudget{Ratio: 0.1, Window: 10 * time.Second, Clock: mock} // no Clock: real time
 	ctx := context.Background()
 
 	for range 100 { // a healthy second: 100 calls, none hedged
@@ -40,12 +37,12 @@ func ExampleRatioBudget() {
 	mock.Add(10 * time.Second) // the window has moved past every call
 	fmt.Println("a hedge with no call in the window:", budget.Allow(ctx, 1))
 
-	_, err = hedge.NewRatioBudget(0.1, 0, 1500*time.Millisecond, nil)
-	fmt.Println(err)
+	bad := hedge.Policy[string]{Budget: &hedge.RatioBudget{Window: 1500 * time.Millisecond}}
+	fmt.Println(bad.Validate())
 	// Output:
 	// slow calls hedged: 12 of 20, a tenth of the window's 120 calls
 	// a hedge with no call in the window: false
-	// hedge: invalid budget: window 1.5s is not a whole number of seconds from 1s to 1m0s
+	// hedge: invalid budget: RatioBudget.Window 1.5s is not a whole number of seconds from 1s to 1m0s
 }
 
 // A TokenBucket throttles hedges as gRPC's retryThrottling does: it
@@ -55,10 +52,7 @@ func ExampleRatioBudget() {
 // is driven directly. Tokens are counted in thousandths, so the threshold
 // is exact.
 func ExampleTokenBucket() {
-	bucket, err := hedge.NewTokenBucket(10, 0.2)
-	if err != nil {
-		panic(err)
-	}
+	bucket := &hedge.TokenBucket{MaxTokens: 10, TokenRatio: 0.2}
 	ctx := context.Background()
 	report := func(n int, o hedge.Outcome) {
 		for range n {
@@ -80,10 +74,7 @@ func ExampleTokenBucket() {
 // as soon as its function returns, whatever the outcome; here the limit
 // is driven directly.
 func ExampleInflightLimit() {
-	limit, err := hedge.NewInflightLimit(2)
-	if err != nil {
-		panic(err)
-	}
+	limit := &hedge.InflightLimit{Max: 2}
 	ctx := context.Background()
 	fmt.Println("hedges:", limit.Allow(ctx, 1), limit.Allow(ctx, 1), limit.Allow(ctx, 1), "in flight:", limit.InFlight())
 	fmt.Println("a primary:", limit.Allow(ctx, 0))

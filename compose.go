@@ -6,21 +6,9 @@ import (
 	"reflect"
 )
 
-// Releaser is implemented by a Budget that can take back a grant whose
-// attempt never started: Release(ctx, k) undoes a granted Allow(ctx, k),
-// k ≥ 1, and no Done follows it. AllOf calls it on the budgets that
-// granted an attempt when a later one refused it, and Do for an attempt
-// that a tie cancelled while it waited in a server's queue (see
-// Started): it did no work.
-//
-// Release is not Done(ctx, k, Canceled). Do reports Canceled for attempts
-// that ran and lost too, and a budget that charges on Allow must not
-// refund those: a RatioBudget's withdrawal pays for load the attempt did
-// add. For an attempt that never ran, there is nothing to pay for. The
-// stock budgets implement Release: a RatioBudget refunds the attempt, an
-// InflightLimit returns its permit, a Breaker returns its trial slot, and
-// a TokenBucket, whose Allow takes nothing, does nothing.
-type Releaser interface {
+// releaser is a Budget that can take back a grant whose attempt never
+// started: see Budget.
+type releaser interface {
 	Release(ctx context.Context, k int)
 }
 
@@ -38,7 +26,7 @@ type Releaser interface {
 // Allow(ctx, 0), the primary's, goes to every budget, and the answer is
 // true. Allow(ctx, k ≥ 1) asks the budgets in order and stops at the
 // first refusal; every budget that had granted the attempt then gets it
-// back: Release if it is a Releaser, otherwise Done(ctx, k, Canceled),
+// back: Release if it has that method, otherwise Done(ctx, k, Canceled),
 // which is what Do reports for an attempt it claimed but did not start.
 // Put the budget that refuses most often first, so that the others are
 // asked least. Done goes to every budget, each of which granted the
@@ -46,7 +34,7 @@ type Releaser interface {
 //
 // Grants come back also when a budget panics or calls runtime.Goexit in
 // Allow, and Done and Release reach every budget even when one of them
-// panics. The result is a Releaser itself, so compositions nest. It is
+// panics. The result has a Release method itself, so compositions nest. It is
 // safe for concurrent use if the budgets are, and costs their calls plus
 // a few nanoseconds.
 func AllOf(budgets ...Budget) Budget {
@@ -59,6 +47,7 @@ func AllOf(budgets ...Budget) Budget {
 			panic(fmt.Sprintf("hedge: AllOf: budget %d is a nil %T (was a constructor's error dropped?)", i, b))
 		}
 		a.budgets = append(a.budgets, b)
+		a.places = append(a.places, i)
 	}
 	return a
 }
@@ -74,7 +63,10 @@ func typedNil(b Budget) bool {
 
 // allOf is AllOf's Budget: a pointer, so that a Policy holding it stays
 // comparable with ==.
-type allOf struct{ budgets []Budget }
+type allOf struct {
+	budgets []Budget
+	places  []int // each budget's place among AllOf's arguments, nils counted
+}
 
 func (a *allOf) Allow(ctx context.Context, k int) bool {
 	if primary(k) {
@@ -122,9 +114,20 @@ func release(ctx context.Context, bs []Budget, k int) {
 		return
 	}
 	defer release(ctx, bs[1:], k)
-	if r, ok := bs[0].(Releaser); ok {
+	if r, ok := bs[0].(releaser); ok {
 		r.Release(ctx, k)
 	} else {
 		bs[0].Done(ctx, k, Canceled)
 	}
+}
+
+// check reports the first of the budgets whose fields are out of range,
+// with its place among AllOf's arguments.
+func (a *allOf) check() error {
+	for i, b := range a.budgets {
+		if err := checkBudget(b); err != nil {
+			return fmt.Errorf("%w (AllOf's budget %d)", err, a.places[i])
+		}
+	}
+	return nil
 }

@@ -20,10 +20,7 @@ func (budgetFunc) Done(context.Context, int, hedge.Outcome) {}
 // error, when the error is dropped) makes AllOf panic at once, naming its
 // place and type, instead of panicking inside Do at the first call.
 func TestAllOfRefusesTypedNils(t *testing.T) {
-	ratio, err := hedge.NewRatioBudget(0.1, 1, 10*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ratio := &hedge.RatioBudget{Ratio: 0.1, MinPerSecond: 1, Window: 10 * time.Second}
 	tests := []struct {
 		budgets []hedge.Budget
 		want    string

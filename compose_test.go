@@ -87,7 +87,7 @@ func TestAllOfCalls(t *testing.T) {
 			t.Error("AllOf with no budgets refused an attempt, want everything granted")
 		}
 		empty.Done(ctx, 1, hedge.Accept)
-		empty.(hedge.Releaser).Release(ctx, 1)
+		empty.(interface{ Release(context.Context, int) }).Release(ctx, 1)
 	}
 }
 
@@ -102,25 +102,25 @@ func TestAllOfRefusedLeavesFirstUnchanged(t *testing.T) {
 		want  string
 	}{
 		{"RatioBudget", func(t *testing.T) (hedge.Budget, func() string) {
-			b, _ := hedge.NewRatioBudget(0.5, 0, time.Second, clock.NewMock())
+			b := &hedge.RatioBudget{Ratio: 0.5, Window: time.Second, Clock: clock.NewMock()}
 			for range 6 {
 				b.Allow(ctx, 0)
 			}
 			return b, func() string { return fmt.Sprint(askHedges(b, 10), " hedges") }
 		}, "3 hedges"},
 		{"InflightLimit", func(t *testing.T) (hedge.Budget, func() string) {
-			l, _ := hedge.NewInflightLimit(2)
+			l := &hedge.InflightLimit{Max: 2}
 			l.Allow(ctx, 1)
 			return l, func() string { return fmt.Sprint(l.InFlight(), " in flight") }
 		}, "1 in flight"},
 		{"TokenBucket", func(t *testing.T) (hedge.Budget, func() string) {
-			b, _ := hedge.NewTokenBucket(10, 0.5)
+			b := &hedge.TokenBucket{MaxTokens: 10, TokenRatio: 0.5}
 			b.Done(ctx, 0, hedge.Retryable)
 			return b, func() string { return fmt.Sprint(b.Tokens(), " tokens") }
 		}, "9 tokens"},
 		{"Breaker, half-open", func(t *testing.T) (hedge.Budget, func() string) {
 			mock := clock.NewMock()
-			b := newBreaker(t, hedge.BreakerConfig{Samples: 1, Cooldown: time.Second, Trials: 2, Clock: mock})
+			b := &hedge.Breaker{Samples: 1, Cooldown: time.Second, Trials: 2, Clock: mock}
 			b.Done(ctx, 0, hedge.Retryable)
 			mock.Set(mock.Now().Add(time.Second))
 			b.Allow(ctx, 1) // one trial out, one left
@@ -130,7 +130,7 @@ func TestAllOfRefusedLeavesFirstUnchanged(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			first, state := tt.first(t)
-			all := hedge.AllOf(first, &hedge.InflightLimit{}) // a zero InflightLimit refuses every hedge
+			all := hedge.AllOf(first, noHedges{})
 			for range 10 {
 				if all.Allow(ctx, 1) {
 					t.Fatal("the composition granted a hedge its second budget refuses")
@@ -153,8 +153,8 @@ func TestAllOfPanics(t *testing.T) {
 		f()
 		return nil
 	}
-	l1, _ := hedge.NewInflightLimit(1)
-	l2, _ := hedge.NewInflightLimit(1)
+	l1 := &hedge.InflightLimit{Max: 1}
+	l2 := &hedge.InflightLimit{Max: 1}
 
 	all := hedge.AllOf(l1, faultyBudget{inAllow: true}, l2)
 	if v := recovered(func() { all.Allow(ctx, 1) }); v == nil || l1.InFlight() != 0 || l2.InFlight() != 0 {
@@ -171,7 +171,7 @@ func TestAllOfPanics(t *testing.T) {
 	if !all.Allow(ctx, 1) {
 		t.Fatal("want the hedge granted")
 	}
-	if v := recovered(func() { all.(hedge.Releaser).Release(ctx, 1) }); v == nil || l1.InFlight() != 0 || l2.InFlight() != 0 {
+	if v := recovered(func() { all.(interface{ Release(context.Context, int) }).Release(ctx, 1) }); v == nil || l1.InFlight() != 0 || l2.InFlight() != 0 {
 		t.Errorf("Release panicked: %v; permits %d and %d; want the panic and both permits back", v, l1.InFlight(), l2.InFlight())
 	}
 
@@ -216,11 +216,11 @@ func TestBudgetContentionAllOf(t *testing.T) {
 	ctx := context.Background()
 	t.Run("RatioBudget before a refusing budget: 64 goroutines keep its 64 credits", func(t *testing.T) {
 		for round := range 50 {
-			ratio, _ := hedge.NewRatioBudget(0.1, 0, 10*time.Second, clock.NewMock())
+			ratio := &hedge.RatioBudget{Ratio: 0.1, Window: 10 * time.Second, Clock: clock.NewMock()}
 			for range 640 {
 				ratio.Allow(ctx, 0)
 			}
-			all := hedge.AllOf(ratio, &hedge.InflightLimit{})
+			all := hedge.AllOf(ratio, noHedges{})
 			var granted atomic.Int64
 			budgetRace(budgetRacers, func(int) {
 				for range 4 {
@@ -236,8 +236,8 @@ func TestBudgetContentionAllOf(t *testing.T) {
 	})
 	t.Run("2 permits before 1: 64 goroutines, exactly 1 granted and 1 permit of 2 taken", func(t *testing.T) {
 		for round := range 200 {
-			two, _ := hedge.NewInflightLimit(2)
-			one, _ := hedge.NewInflightLimit(1)
+			two := &hedge.InflightLimit{Max: 2}
+			one := &hedge.InflightLimit{Max: 1}
 			all := hedge.AllOf(two, one)
 			var granted atomic.Int64
 			budgetRace(budgetRacers, func(int) {
@@ -252,11 +252,11 @@ func TestBudgetContentionAllOf(t *testing.T) {
 	})
 	t.Run("RatioBudget before 8 permits: 64 goroutines, 8 granted, 56 credits left", func(t *testing.T) {
 		for round := range 50 {
-			ratio, _ := hedge.NewRatioBudget(0.1, 0, 10*time.Second, clock.NewMock())
+			ratio := &hedge.RatioBudget{Ratio: 0.1, Window: 10 * time.Second, Clock: clock.NewMock()}
 			for range 640 {
 				ratio.Allow(ctx, 0)
 			}
-			l, _ := hedge.NewInflightLimit(8)
+			l := &hedge.InflightLimit{Max: 8}
 			all := hedge.AllOf(ratio, l)
 			var granted atomic.Int64
 			budgetRace(budgetRacers, func(int) {
@@ -273,13 +273,15 @@ func TestBudgetContentionAllOf(t *testing.T) {
 
 // A composition of the stock budgets allocates nothing, refusing or not.
 func TestAllOfAllocations(t *testing.T) {
-	ratio, _ := hedge.NewRatioBudget(0.5, 10, 10*time.Second, nil)
-	bucket, _ := hedge.NewTokenBucket(10, 0.5)
-	inflight, _ := hedge.NewInflightLimit(1)
-	breaker := newBreaker(t, hedge.BreakerConfig{})
+	ratio := &hedge.RatioBudget{Ratio: 0.5, MinPerSecond: 10, Window: 10 * time.Second}
+	bucket := &hedge.TokenBucket{MaxTokens: 10, TokenRatio: 0.5}
+	inflight := &hedge.InflightLimit{Max: 1}
+	breaker := &hedge.Breaker{}
+	full := &hedge.InflightLimit{Max: 1}
+	full.Allow(context.Background(), 1) // its one permit taken: it refuses every hedge
 	for name, b := range map[string]hedge.Budget{
 		"granting": hedge.AllOf(breaker, ratio, bucket, inflight),
-		"refusing": hedge.AllOf(breaker, ratio, bucket, &hedge.InflightLimit{}),
+		"refusing": hedge.AllOf(breaker, ratio, bucket, full),
 	} {
 		n := testing.AllocsPerRun(1000, func() { budgetCall(b) })
 		if n != 0 {
@@ -293,8 +295,8 @@ func TestAllOfAllocations(t *testing.T) {
 // credit; with it, the credit waits for the route to heal.
 func TestAllOfThroughDo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ratio, _ := hedge.NewRatioBudget(0, 1, 10*time.Second, nil) // 10 hedges per 10s
-		breaker := newBreaker(t, hedge.BreakerConfig{Samples: 1, Cooldown: time.Minute})
+		ratio := &hedge.RatioBudget{Ratio: 0.001, MinPerSecond: 1, Window: 10 * time.Second} // 10 hedges per 10s, and 20 calls fund none
+		breaker := &hedge.Breaker{Samples: 1, Cooldown: time.Minute}
 		breaker.Done(t.Context(), 0, hedge.Retryable) // open
 		var stats hedge.Stats
 		p := hedge.Policy[int]{Budget: hedge.AllOf(ratio, breaker), Delay: hedge.Fixed(ms), Observer: &stats}

@@ -5,11 +5,6 @@ import (
 	"time"
 )
 
-// DefaultDelay is the hedge delay a Policy with a nil Delay uses: a
-// conservative guess at the p95 of a call within one data centre. Set a
-// Delay measured on your own upstream instead.
-const DefaultDelay = 100 * time.Millisecond
-
 // Delay decides when to hedge. Next returns how long after attempt k
 // started Do should start attempt k+1 (k = 0 is the primary). Zero starts
 // it at once; a negative answer means no timed hedge after attempt k
@@ -23,6 +18,24 @@ const DefaultDelay = 100 * time.Millisecond
 // holds back the attempts it is asked for, never Do's deadline. A panic in it is re-raised in the caller's
 // goroutine as a *PanicError; runtime.Goexit ends the call as an
 // attempt's would.
+//
+// A Delay that also has a method
+//
+//	Learn(ctx context.Context, primary time.Duration, complete bool)
+//
+// learns from the calls it schedules, as Percentile, Planner, Keyed and
+// Adaptive do. After every call, Do tells it how long the primary ran. If
+// the primary answered with an accepted result, primary is its latency
+// and complete is true. If the primary was still running when the call
+// was decided (a hedge won, or the deadline or the caller cut the call
+// off), primary is how long it had run, a lower bound on its latency, and
+// complete is false. Recording that bound, rather than dropping the
+// primaries that lost, is what keeps a learned percentile from sinking
+// and making hedging feed itself. Do does not call Learn when the primary
+// answered with a retryable or terminal result, or panicked: such an
+// answer says nothing about how long a good one takes. Learn runs on the
+// caller's goroutine, once per call, after the decision and before Do
+// returns; it must be safe for concurrent use.
 type Delay interface {
 	Next(ctx context.Context, k int) time.Duration
 }
@@ -42,21 +55,9 @@ type DelayFunc func(ctx context.Context, k int) time.Duration
 // Next calls f(ctx, k).
 func (f DelayFunc) Next(ctx context.Context, k int) time.Duration { return f(ctx, k) }
 
-// Learner is a Delay that learns from the calls it schedules. After every
-// call, Do tells it how long the primary ran. If the primary answered with
-// an accepted result, primary is its latency and complete is true. If the
-// primary was still running when the call was decided (a hedge won, or
-// the deadline or the caller cut the call off), primary is how long it had
-// run, a lower bound on its latency, and complete is false. Recording
-// that bound, rather than dropping the primaries that lost, is what keeps
-// a learned percentile from sinking and making hedging feed itself. Do
-// does not call Learn when the primary answered with a retryable or
-// terminal result, or panicked: such an answer says nothing about how
-// long a good one takes.
-//
-// Learn runs on the caller's goroutine, once per call, after the decision
-// and before Do returns; it must be safe for concurrent use.
-type Learner interface {
+// learner is a Delay that learns from the calls it schedules: see
+// Delay.
+type learner interface {
 	Delay
 	Learn(ctx context.Context, primary time.Duration, complete bool)
 }

@@ -23,6 +23,16 @@
 // For a plan per route, give an Adaptive a Key and put it in both the
 // Delay and the Budget of a Policy. The zero Policy is a plain,
 // stateless value: it hedges once, after DefaultDelay, with no bound.
+// Policy.Validate reports a setting out of range at startup, naming the
+// field, rather than at the first call.
+//
+// For HTTP, hedgehttp.Transport is an http.RoundTripper whose zero value
+// does all of this per route; for gRPC, hedgegrpc (a module of its own)
+// is an interceptor configured as a gRPC service config is. Both can
+// share a Budget with a retry loop around them (see Tries). The other
+// delays (Fixed, Percentile, Planner, Keyed) and budgets (RatioBudget,
+// TokenBucket, InflightLimit, Breaker, WinRateBudget, AllOf) are for
+// doing better than the default; every budget's zero value is ready too.
 //
 // Do does not wait for the attempts it cancels: fn must honour its
 // context, or its goroutine runs on until fn returns. Everything Do holds
@@ -79,8 +89,8 @@ var defaultDelay Delay = fixed(DefaultDelay)
 // runtime.Goexit, Do cancels the others and calls runtime.Goexit. Panics
 // of attempts that end after the call was decided are dropped.
 //
-// Do returns ErrNilFunc for a nil fn and an error wrapping
-// ErrInvalidPolicy for a Policy out of range, without calling fn.
+// Do returns ErrNilFunc for a nil fn and the error of p.Validate, which
+// wraps ErrInvalidPolicy, for a Policy out of range, without calling fn.
 func Do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, error)) (T, error) {
 	return do(ctx, p, fn, nil)
 }
@@ -107,6 +117,9 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		return zero, ErrNilFunc
 	}
 	max, err := p.attempts()
+	if err == nil {
+		err = p.checkBudget()
+	}
 	if err != nil {
 		return zero, err
 	}
@@ -153,7 +166,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 			return zero, err
 		}
 	}
-	_, c.learns = c.delay.(Learner)
+	_, c.learns = c.delay.(learner)
 	_, c.counts = c.delay.(counter)
 	c.track = c.learns || p.Observer != nil
 	c.sched, c.timeout = never, never
@@ -298,6 +311,6 @@ func (c *call[T]) learnSafely(ctx context.Context, ran time.Duration, complete b
 			pe = &PanicError{Attempt: 0, Value: v, Stack: debug.Stack()}
 		}
 	}()
-	c.delay.(Learner).Learn(ctx, ran, complete)
+	c.delay.(learner).Learn(ctx, ran, complete)
 	return nil
 }

@@ -37,7 +37,7 @@ func (c *call[T]) release(k int) {
 		return
 	}
 	n := c.bn(k)
-	if r, ok := c.budget.(Releaser); ok && n > 0 {
+	if r, ok := c.budget.(releaser); ok && n > 0 {
 		c.guard(k, func() { r.Release(c.parent(), n) })
 		return
 	}

@@ -2,9 +2,11 @@ package hedge
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 )
+
+// defaultInflight is the cap of an InflightLimit whose Max is 0.
+const defaultInflight = 10
 
 // InflightLimit caps how many extra attempts run at once, across every
 // call that shares it: a granted Allow takes a permit, and the attempt's
@@ -13,23 +15,37 @@ import (
 // its attempt's function returns, also after a panic, a cancellation or
 // runtime.Goexit.
 //
-// The zero value has no permits and refuses every extra attempt. An
-// InflightLimit is safe for concurrent use and must not be copied after
-// first use. Allow and Done are a compare-and-swap each.
+// The zero value is ready: 10 permits. Max is read once, on first use,
+// under the limit's lock; set it before. A negative Max is an error
+// wrapping ErrInvalidBudget, which Policy.Validate and Do report; such a
+// limit refuses every extra attempt. An InflightLimit is safe for
+// concurrent use and must not be copied after first use. Allow and Done
+// are a compare-and-swap each.
 type InflightLimit struct {
-	n        int64
+	// Max is how many extra attempts may run at once. 0 means 10. (Use
+	// MaxAttempts 1 to turn hedging off.)
+	Max int
+
+	settings settings[inflightSettings]
 	inflight atomic.Int64
 }
 
-// NewInflightLimit returns an InflightLimit of n permits. n = 0 never
-// hedges. For a negative n it returns nil and an error wrapping
-// ErrInvalidBudget.
-func NewInflightLimit(n int) (*InflightLimit, error) {
-	if n < 0 {
-		return nil, fmt.Errorf("%w: negative inflight limit %d", ErrInvalidBudget, n)
-	}
-	return &InflightLimit{n: int64(n)}, nil
+// inflightSettings is what an InflightLimit reads from Max.
+type inflightSettings struct {
+	err error
+	n   int64
 }
+
+func (l *InflightLimit) load() *inflightSettings { return l.settings.load(l.read) }
+
+func (l *InflightLimit) read() *inflightSettings {
+	if l.Max < 0 {
+		return &inflightSettings{err: fieldError("InflightLimit.Max", "%d is negative", l.Max)}
+	}
+	return &inflightSettings{n: int64(orDefault(l.Max, defaultInflight))}
+}
+
+func (l *InflightLimit) check() error { return l.load().err }
 
 // Allow takes a permit for extra attempt k (k ≥ 1) if one is free. It
 // grants the primary (k < 1) without one.
@@ -37,9 +53,10 @@ func (l *InflightLimit) Allow(_ context.Context, k int) bool {
 	if primary(k) {
 		return true
 	}
+	n := l.load().n // 0 for a negative Max
 	for {
 		v := l.inflight.Load()
-		if v >= l.n {
+		if v >= n {
 			return false
 		}
 		if l.inflight.CompareAndSwap(v, v+1) {

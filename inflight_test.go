@@ -14,7 +14,7 @@ import (
 )
 
 func TestInflightLimit(t *testing.T) {
-	l, _ := hedge.NewInflightLimit(2)
+	l := &hedge.InflightLimit{Max: 2}
 	var got []bool
 	got = append(got, l.Allow(context.Background(), 0), l.Allow(context.Background(), 1), l.Allow(context.Background(), 2), l.Allow(context.Background(), 1)) // the primary takes no permit
 	l.Done(context.Background(), 0, hedge.Accept)                                                                                                             // nor returns one
@@ -34,9 +34,8 @@ func TestInflightLimit(t *testing.T) {
 		t.Errorf("%d of 3 hedges granted after stray returns, want 2: they must not raise the cap", n)
 	}
 
-	never, _ := hedge.NewInflightLimit(0)
-	if !never.Allow(context.Background(), 0) || never.Allow(context.Background(), 1) {
-		t.Error("a limit of 0 must grant the primary and never hedge")
+	if n := askHedges(&hedge.InflightLimit{}, 20); n != 10 {
+		t.Errorf("the zero limit granted %d of 20 hedges, want its default 10", n)
 	}
 }
 
@@ -69,7 +68,7 @@ func TestInflightLimitThroughDo(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				l, _ := hedge.NewInflightLimit(1)
+				l := &hedge.InflightLimit{Max: 1}
 				p := tt.policy
 				p.Delay, p.Budget = hedge.Fixed(10*ms), l
 				var held []int // permits taken while each hedge ran
@@ -119,7 +118,7 @@ func TestInflightLimitThroughDo(t *testing.T) {
 // second call's hedge is refused until it comes back.
 func TestInflightLimitSharedByCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l, _ := hedge.NewInflightLimit(1)
+		l := &hedge.InflightLimit{Max: 1}
 		reports := make(chan hedge.Report, 3)
 		p := hedge.Policy[int]{
 			Delay: hedge.Fixed(10 * ms), Budget: l,
@@ -155,7 +154,7 @@ func TestInflightLimitSharedByCalls(t *testing.T) {
 // Release and stray ones change nothing.
 func TestInflightLimitRelease(t *testing.T) {
 	ctx := context.Background()
-	l, _ := hedge.NewInflightLimit(2)
+	l := &hedge.InflightLimit{Max: 2}
 	l.Allow(ctx, 1)
 	l.Allow(ctx, 2)
 	l.Release(ctx, 0)

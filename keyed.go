@@ -12,7 +12,7 @@ import (
 // lookup and a slow export on the same host each at its own delay. Key
 // names the route of a call from its context; New makes the Delay for a
 // new key. Memory is bounded: past MaxKeys distinct keys, new keys share
-// one overflow Delay. It is a Learner and passes what it learns to the
+// one overflow Delay. It learns (see Delay) and passes what it learns to the
 // key's Delay when that is one.
 //
 // The zero value is valid: every call shares one &Percentile{}. Keyed is
@@ -62,7 +62,7 @@ func (k *Keyed) gaveBack(ctx context.Context, attempt int) {
 
 // Learn passes the primary's latency to the delay of ctx's key.
 func (k *Keyed) Learn(ctx context.Context, primary time.Duration, complete bool) {
-	if l, ok := k.delay(ctx).(Learner); ok {
+	if l, ok := k.delay(ctx).(learner); ok {
 		l.Learn(ctx, primary, complete)
 	}
 }

@@ -1,6 +1,7 @@
 package hedge_test
 
 import (
+	"context"
 	"flag"
 	"math"
 	"testing"
@@ -35,18 +36,9 @@ const loadRatio = 0.2
 // (WinRateBudget), stop while primaries fail (Breaker), and stay within
 // RatioBudget(0.2, 1/s, 10s).
 func loadBudget() hedge.Budget {
-	win, err := hedge.NewWinRateBudget(hedge.WinRateConfig{})
-	if err != nil {
-		panic(err)
-	}
-	breaker, err := hedge.NewBreaker(hedge.BreakerConfig{})
-	if err != nil {
-		panic(err)
-	}
-	ratio, err := hedge.NewRatioBudget(loadRatio, 1, 10*time.Second, nil)
-	if err != nil {
-		panic(err)
-	}
+	win := &hedge.WinRateBudget{}
+	breaker := &hedge.Breaker{}
+	ratio := &hedge.RatioBudget{Ratio: loadRatio, MinPerSecond: 1, Window: 10 * time.Second}
 	return hedge.AllOf(win, breaker, ratio)
 }
 
@@ -74,7 +66,9 @@ type loadKind struct{ learned, budgeted, planner bool }
 
 func loadKindOf(i int) loadKind {
 	p := loadContenders[i%len(loadContenders)].Policy()
-	_, learned := p.Delay.(hedge.Learner)
+	_, learned := p.Delay.(interface {
+		Learn(context.Context, time.Duration, bool)
+	})
 	_, planner := p.Delay.(*hedge.Planner)
 	return loadKind{learned, p.Budget != nil, planner}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // Percentile is a Delay that hedges at a quantile of the primary's recent
-// latency, learned from the calls it schedules (it is a Learner). Usable
+// latency, learned from the calls it schedules (it has Learn: see Delay). Usable
 // as &hedge.Percentile{Quantile: 0.9}; the zero value is valid and hedges
 // at the p95. Use one Percentile per upstream (or a Keyed per route): it
 // is safe for any number of goroutines and policies sharing it. Its

@@ -26,9 +26,6 @@ func (p *perKey[S]) init(key func(context.Context) string, max int, fresh func(k
 	p.overflow = fresh("")
 }
 
-// ready reports whether init has run: a budget's zero value has not.
-func (p *perKey[S]) ready() bool { return p.overflow != nil }
-
 func (p *perKey[S]) keyOf(ctx context.Context) string {
 	if p.key == nil {
 		return ""

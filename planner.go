@@ -34,7 +34,7 @@ import (
 // Load in any 1,000 calls (in a test where every latency tripled, the
 // first Window of calls after it ran at 1.18 attempts per call for a Load
 // of 0.15, where it ran at 1.96 without the count). Pair it with a
-// RatioBudget for a bound shared with retries. It is a Learner, safe for
+// RatioBudget for a bound shared with retries. It learns (see Delay), safe for
 // concurrent use; its fields are read once, on first use. A Policy whose MaxAttempts is 0 follows the Planner:
 // up to 1+MaxHedges attempts. A MaxAttempts from 2 to MaxHedges would cut
 // every plan of more hedges, so Do rejects it; 1 still turns hedging off.

@@ -1,24 +1,13 @@
 package hedge
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/benbjohnson/clock"
 )
-
-// MaxAttemptsLimit is the largest MaxAttempts a Policy may ask for. More
-// copies of one request than this only add load: by the time the tenth
-// attempt starts, the first nine have all missed their delay.
-const MaxAttemptsLimit = 10
-
-// ErrInvalidPolicy is wrapped by the error Do returns, without calling fn,
-// for a Policy it cannot run.
-var ErrInvalidPolicy = errors.New("hedge: invalid policy")
-
-// ErrNilFunc is returned by Do when fn is nil.
-var ErrNilFunc = errors.New("hedge: nil function")
 
 // Policy says how Do hedges one kind of call. It is a plain value: copy it,
 // print it, share it between goroutines (its func fields make it not
@@ -33,13 +22,16 @@ var ErrNilFunc = errors.New("hedge: nil function")
 // budget, real time.
 type Policy[T any] struct {
 	// Delay says when to start each hedge. Nil means Fixed(DefaultDelay).
-	// An Adaptive plans from what it learns.
+	// An Adaptive plans from what it learns. A negative delay, as
+	// Fixed(-1) answers, starts no timed hedge: only an attempt that ends
+	// retryable starts the next, at once, which makes the call a retry
+	// loop without a backoff.
 	Delay Delay
 
 	// MaxAttempts bounds the attempts of one call, the primary included.
 	// 0 means 2 (the primary and one hedge), or what a Planner or an
-	// Adaptive plans for (up to 3); 1 disables hedging; values
-	// below 0 or above MaxAttemptsLimit are an ErrInvalidPolicy.
+	// Adaptive plans for (up to 3); 1 disables hedging; values below 0
+	// or above MaxAttemptsLimit are an ErrInvalidPolicy.
 	MaxAttempts int
 
 	// Timeout bounds the whole call, every attempt included: a hedge never
@@ -53,7 +45,9 @@ type Policy[T any] struct {
 	Classify func(T, error) Outcome
 
 	// Budget bounds extra attempts across calls. Nil grants every attempt.
-	// An Adaptive that is also the Delay bounds its own plan.
+	// An Adaptive that is also the Delay bounds its own plan. A budget of
+	// this package whose fields are out of range is an ErrInvalidPolicy
+	// that also wraps ErrInvalidBudget.
 	Budget Budget
 
 	// Discard receives, exactly once, every value fn returned with a nil
@@ -73,15 +67,60 @@ type Policy[T any] struct {
 	Clock clock.Clock
 }
 
-// attempts validates the policy and returns its attempt bound.
+// Validate reports what Do would reject p for, so that a program can
+// check its policies at startup rather than at its first call: a field
+// out of range (MaxAttempts, Timeout), a delay of this package whose
+// settings are (a Percentile's Quantile, an Adaptive's Load, a
+// MaxAttempts that would cut an Adaptive's plans), or a budget of this
+// package whose fields are. The error wraps ErrInvalidPolicy, and
+// ErrInvalidBudget too for a budget; its message names the field. It is
+// nil for the zero Policy.
+//
+// The delays and budgets of this package read their fields on first
+// use, so Validate reads them: set them before. A Keyed delay's Key is
+// called with context.Background(), and its New for that key, to check
+// the delay it would make. Validate calls nothing else of the user's,
+// and is safe to call concurrently with Do on the same delays and
+// budgets.
+func (p Policy[T]) Validate() error {
+	if _, err := p.attempts(); err != nil {
+		return err
+	}
+	if v, ok := p.Delay.(validator); ok {
+		if _, err := v.validate(context.Background(), p.MaxAttempts); err != nil {
+			return err
+		}
+	}
+	return p.checkBudget()
+}
+
+// attempts checks MaxAttempts and Timeout and returns the attempt bound.
 func (p *Policy[T]) attempts() (int, error) {
 	switch {
-	case p.MaxAttempts < 0 || p.MaxAttempts > MaxAttemptsLimit:
-		return 0, fmt.Errorf("%w: MaxAttempts %d is outside 0..%d", ErrInvalidPolicy, p.MaxAttempts, MaxAttemptsLimit)
+	case p.MaxAttempts < 0:
+		return 0, fmt.Errorf("%w: Policy.MaxAttempts %d is negative", ErrInvalidPolicy, p.MaxAttempts)
+	case p.MaxAttempts > MaxAttemptsLimit:
+		return 0, fmt.Errorf("%w: Policy.MaxAttempts %d is above MaxAttemptsLimit %d", ErrInvalidPolicy, p.MaxAttempts, MaxAttemptsLimit)
 	case p.Timeout < 0:
-		return 0, fmt.Errorf("%w: negative Timeout %v", ErrInvalidPolicy, p.Timeout)
+		return 0, fmt.Errorf("%w: Policy.Timeout %v is negative", ErrInvalidPolicy, p.Timeout)
 	case p.MaxAttempts == 0:
 		return 2, nil
 	}
 	return p.MaxAttempts, nil
+}
+
+// checkBudget returns the error of a Budget of this package whose fields
+// are out of range, as a Policy's error. After the budget's first use it
+// costs a type assertion and an atomic load.
+func (p *Policy[T]) checkBudget() error {
+	if p.Budget == nil {
+		return nil
+	}
+	if err := checkBudget(p.Budget); err != nil {
+		if errors.Is(err, ErrInvalidPolicy) {
+			return err // an Adaptive's
+		}
+		return invalidBudget{err}
+	}
+	return nil
 }

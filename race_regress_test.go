@@ -20,7 +20,7 @@ import (
 // Goexit in Delay.Next on a hedge's goroutine leaks the budget grant.
 func TestGoexitInNextReturnsTheGrant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lim, _ := NewInflightLimit(5)
+		lim := &InflightLimit{Max: 5}
 		delay := DelayFunc(func(ctx context.Context, k int) time.Duration {
 			if k == 1 {
 				runtime.Goexit()
@@ -200,7 +200,7 @@ func TestCauseAfterAReleasedWatch(t *testing.T) {
 
 // Tries leaks a permit when op panics.
 func TestTriesReportsAPanic(t *testing.T) {
-	lim, _ := NewInflightLimit(1)
+	lim := &InflightLimit{Max: 1}
 	try := Tries(context.Background(), lim, func(context.Context) (int, error) {
 		panic("boom")
 	}, nil)

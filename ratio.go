@@ -2,7 +2,6 @@ package hedge
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -11,15 +10,17 @@ import (
 	"github.com/benbjohnson/clock"
 )
 
-// Bounds of NewRatioBudget's parameters. A window shorter than a second
-// cannot hold a one-second slot; one longer than a minute remembers an
-// overload long after it is over. The other bounds keep every sum in an
-// int64.
+// Bounds and defaults of RatioBudget's fields. A window shorter than a
+// second cannot hold a one-second slot; one longer than a minute
+// remembers an overload long after it is over. The other bounds keep
+// every sum in an int64.
 const (
 	maxRatio        = 1000
 	maxMinPerSecond = 1e6
 	minWindow       = time.Second
 	maxWindow       = time.Minute
+	defaultRatio    = 0.1
+	defaultWindow   = 10 * time.Second
 )
 
 // maxBalance bounds a slot's balance both ways, far from overflow. The
@@ -34,16 +35,16 @@ const maxBalance = math.MaxInt64 / 4
 const sealed = math.MinInt64
 
 // RatioBudget bounds extra attempts to a fraction of calls, in the manner
-// of Finagle's retry budget: every call deposits ratio of an attempt when
+// of Finagle's retry budget: every call deposits Ratio of an attempt when
 // its primary starts (Allow(0)), every extra attempt withdraws a whole one
-// (a granted Allow(k), k ≥ 1), and a reserve of minPerSecond × window lets
+// (a granted Allow(k), k ≥ 1), and a reserve of MinPerSecond × Window lets
 // a quiet service hedge now and then.
 //
-// Time is cut into one-second slots from the budget's creation; a window
-// is a run of consecutive slots as long as the window. The bound holds in
+// Time is cut into one-second slots from the budget's first use; a window
+// is a run of consecutive slots as long as Window. The bound holds in
 // the window that ends at each grant: there, the extra attempts granted,
-// this one included, never exceed ratio × the calls deposited in it plus
-// minPerSecond × window. Allow grants every attempt that keeps this true
+// this one included, never exceed Ratio × the calls deposited in it plus
+// MinPerSecond × Window. Allow grants every attempt that keeps this true
 // for the window that ends now, and no other. What a second leaves
 // unspent carries over for the rest of the window, so a burst of slow
 // calls may spend what the calls of the seconds before it deposited:
@@ -54,18 +55,38 @@ const sealed = math.MinInt64
 // window, and within one second the extra attempts may reach the
 // window's whole credit.
 //
-// The zero value refuses every extra attempt. A RatioBudget is safe for
-// concurrent use and must not be copied after first use. Allow and Done
-// cost a clock reading and one compare-and-swap on a shared word; the
-// first of them in a new second also takes a mutex to open its slot.
+// The zero value is ready: a tenth of an attempt per call over 10s, no
+// reserve, real time, so that the tenth call of a window may hedge. The
+// fields are read once, on first use, under the budget's lock; set them
+// before. A field out of range is an error wrapping ErrInvalidBudget,
+// which Policy.Validate and Do report; such a budget refuses every extra
+// attempt. A RatioBudget is safe for concurrent use and must not be
+// copied after first use. Allow and Done cost a clock reading and one
+// compare-and-swap on a shared word; the first of them in a new second
+// also takes a mutex to open its slot.
 type RatioBudget struct {
-	clk     clock.Clock // nil: real time
+	// Ratio is the share of an attempt each call deposits, in [0, 1000],
+	// used to three decimals rounded down. 0 means 0.1: extra attempts
+	// up to a tenth of the calls.
+	Ratio float64
+	// MinPerSecond is the reserve, in extra attempts per second of
+	// Window granted without calls, in [0, 1e6], used to three decimals
+	// rounded down. 0 means none.
+	MinPerSecond float64
+	// Window is how long the calls' deposits count, a whole number of
+	// seconds from 1s to 60s. 0 means 10s.
+	Window time.Duration
+	// Clock is the time source. Nil means real time.
+	Clock clock.Clock
+
+	clk     clock.Clock // Clock, read on first use
 	origin  time.Time
 	credit  int64 // thousandths of an attempt each call deposits
 	reserve int64 // thousandths of an attempt granted per window without calls
 	cur     atomic.Pointer[ratioSlot]
 
-	mu sync.Mutex // held to seal a slot and open the next
+	mu  sync.Mutex // held to read the fields, and to seal a slot and open the next
+	err error      // the fields' error; guarded by mu, set once
 	// Two slots take turns, so that opening one allocates nothing.
 	slots [2]ratioSlot
 	// nets holds the net deposit of the last len(nets) sealed seconds, a
@@ -85,37 +106,47 @@ type ratioSlot struct {
 	opened  int64        // the balance when the slot opened; guarded by mu
 }
 
-// NewRatioBudget returns a RatioBudget that grants extra attempts up to
-// ratio × calls plus minPerSecond × window seconds, in the window that
-// ends at each grant. ratio
-// must lie in [0, 1000], minPerSecond in [0, 1e6], both are used to three
-// decimals rounded down, and window must be a whole number of seconds from
-// 1s to 60s. A nil clk means real time.
-//
-// For other parameters it returns nil and an error wrapping
-// ErrInvalidBudget.
-func NewRatioBudget(ratio, minPerSecond float64, window time.Duration, clk clock.Clock) (*RatioBudget, error) {
+// start reads the fields, on first use, and opens the first slot; it
+// returns nil for fields out of range.
+func (b *RatioBudget) start() *ratioSlot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.cur.Load(); s != nil || b.err != nil {
+		return s
+	}
+	ratio, perSecond, window := orDefault(b.Ratio, defaultRatio), b.MinPerSecond, orDefault(b.Window, defaultWindow)
 	switch {
 	case !(ratio >= 0 && ratio <= maxRatio): // and not NaN
-		return nil, fmt.Errorf("%w: ratio %v is outside [0, %d]", ErrInvalidBudget, ratio, maxRatio)
-	case !(minPerSecond >= 0 && minPerSecond <= maxMinPerSecond):
-		return nil, fmt.Errorf("%w: minPerSecond %v is outside [0, %g]", ErrInvalidBudget, minPerSecond, maxMinPerSecond)
+		b.err = fieldError("RatioBudget.Ratio", "%v is outside [0, %d]", b.Ratio, maxRatio)
+	case !(perSecond >= 0 && perSecond <= maxMinPerSecond):
+		b.err = fieldError("RatioBudget.MinPerSecond", "%v is outside [0, %g]", perSecond, maxMinPerSecond)
 	case window < minWindow || window > maxWindow || window%time.Second != 0:
-		return nil, fmt.Errorf("%w: window %v is not a whole number of seconds from %v to %v", ErrInvalidBudget, window, minWindow, maxWindow)
+		b.err = fieldError("RatioBudget.Window", "%v is not a whole number of seconds from %v to %v", b.Window, minWindow, maxWindow)
+	}
+	if b.err != nil {
+		return nil
 	}
 	seconds := int64(window / time.Second)
-	b := &RatioBudget{
-		clk:     clk,
-		credit:  thousandthsDown(ratio),
-		reserve: thousandthsDown(minPerSecond) * seconds,
-		nets:    make([]int64, seconds-1),
-	}
+	b.clk = b.Clock
+	b.credit = thousandthsDown(ratio)
+	b.reserve = thousandthsDown(perSecond) * seconds
+	b.nets = make([]int64, seconds-1)
 	b.origin = b.now()
 	s := &b.slots[0]
 	s.opened = b.reserve
 	s.balance.Store(b.reserve)
 	b.cur.Store(s)
-	return b, nil
+	return s
+}
+
+func (b *RatioBudget) check() error {
+	if b.cur.Load() != nil {
+		return nil
+	}
+	b.start()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
 // Allow grants extra attempt k (k ≥ 1) if withdrawing it keeps the bound,
@@ -127,7 +158,7 @@ func (b *RatioBudget) Allow(_ context.Context, k int) bool {
 		return true
 	}
 	s := b.slot()
-	if s == nil { // the zero value
+	if s == nil { // fields out of range
 		return false
 	}
 	for {
@@ -162,9 +193,14 @@ func (b *RatioBudget) Release(_ context.Context, k int) {
 	}
 }
 
-// deposit credits ratio of an attempt for one call, whatever its outcome:
+// deposit credits Ratio of an attempt for one call, whatever its outcome:
 // every call counts, including those that fail.
-func (b *RatioBudget) deposit() { b.add(b.credit) }
+func (b *RatioBudget) deposit() {
+	if b.cur.Load() == nil && b.start() == nil {
+		return // fields out of range
+	}
+	b.add(b.credit) // read once cur is set: start wrote it before
+}
 
 // add credits amount thousandths of an attempt to the current second.
 func (b *RatioBudget) add(amount int64) {
@@ -193,14 +229,16 @@ func (b *RatioBudget) now() time.Time {
 }
 
 // slot returns the slot of the current second, opening it if need be, or
-// nil for the zero value. The slot may be sealed by the time the caller
+// nil for fields out of range. The slot may be sealed by the time the caller
 // uses it; the caller then asks again. A slot of a later second than the
 // caller's clock reading is as good: the caller is still running in that
 // second.
 func (b *RatioBudget) slot() *ratioSlot {
 	s := b.cur.Load()
 	if s == nil {
-		return nil
+		if s = b.start(); s == nil {
+			return nil
+		}
 	}
 	sec := int64(b.now().Sub(b.origin) / time.Second)
 	if s.second.Load() >= sec && s.balance.Load() != sealed {

@@ -48,12 +48,13 @@ type ratioPlay struct {
 func newRatioPlay(t *testing.T, ratio, perSec int64, window time.Duration) *ratioPlay {
 	t.Helper()
 	clk := &countingClock{Mock: clock.NewMock()}
-	b, err := hedge.NewRatioBudget(float64(ratio)/1000, float64(perSec)/1000, window, clk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := &hedge.RatioBudget{Ratio: float64(ratio) / 1000, MinPerSecond: float64(perSec) / 1000, Window: window, Clock: clk}
 	w := int64(window / time.Second)
+	if ratio == 0 {
+		ratio = 100 // a Ratio of 0 means 0.1
+	}
 	m := &ratioModel{ratio: ratio, reserve: perSec * w, window: w, calls: map[int64]int64{}, extras: map[int64]int64{}}
+	startNow(t, b)
 	name := fmt.Sprintf("RatioBudget(%d/1000, %d/1000, %v)", ratio, perSec, window)
 	return &ratioPlay{t: t, clk: clk, b: b, m: m, start: clk.Mock.Now(), name: name}
 }

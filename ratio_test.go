@@ -26,7 +26,20 @@ type ratioModel struct {
 	calls, extras  map[int64]int64
 }
 
+// startNow uses b, without spending, so that its seconds count from now.
+func startNow(t *testing.T, b hedge.Budget) {
+	t.Helper()
+	if err := (hedge.Policy[int]{Budget: b}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newRatioModel models a RatioBudget with these fields, set as they are
+// set on the budget: a Ratio of 0 means 0.1, as the budget's does.
 func newRatioModel(ratio, minPerSecond float64, window time.Duration) *ratioModel {
+	if ratio == 0 {
+		ratio = 0.1
+	}
 	w := int64(window / time.Second)
 	return &ratioModel{
 		ratio: int64(ratio * 1000), reserve: int64(minPerSecond*1000) * w, window: w,
@@ -132,17 +145,15 @@ func TestRatioBudget(t *testing.T) {
 		name: "beyond three decimals, rounded down", ratio: 0.0009, window: time.Second,
 		steps: []step{{calls: 1000, ask: 5, want: 0}, {calls: 1000, ask: 5, want: 0}},
 	}, {
-		name: "ratio 0 and no reserve never hedge", window: time.Second,
-		steps: []step{{calls: 1000, ask: 5, want: 0}},
+		name: "ratio 0 means 0.1", window: time.Second,
+		steps: []step{{calls: 1000, ask: 200, want: 100}},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { // Mock.Add yields with a sleep
 				mock := clock.NewMock()
-				b, err := hedge.NewRatioBudget(tt.ratio, tt.perSec, tt.window, mock)
-				if err != nil {
-					t.Fatal(err)
-				}
+				b := &hedge.RatioBudget{Ratio: tt.ratio, MinPerSecond: tt.perSec, Window: tt.window, Clock: mock}
+				startNow(t, b)
 				var want, got []int
 				for _, s := range tt.steps {
 					mock.Add(s.wait)
@@ -162,7 +173,7 @@ func TestRatioBudget(t *testing.T) {
 // Only a call's primary deposits, whatever its outcome, and only extra
 // attempts withdraw.
 func TestRatioBudgetCountsCallsNotAttempts(t *testing.T) {
-	b, _ := hedge.NewRatioBudget(0.5, 0, time.Second, clock.NewMock())
+	b := &hedge.RatioBudget{Ratio: 0.5, Window: time.Second, Clock: clock.NewMock()}
 	for _, o := range []hedge.Outcome{hedge.Accept, hedge.Retryable, hedge.Terminal, hedge.Canceled} {
 		b.Done(context.Background(), 1, o) // a hedge's return neither deposits nor refunds
 	}
@@ -196,10 +207,8 @@ func TestRatioBudgetMatchesModel(t *testing.T) {
 		t.Run(fmt.Sprintf("%v,%v,%v", p.ratio, p.perSec, p.window), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mock := clock.NewMock()
-				b, err := hedge.NewRatioBudget(p.ratio, p.perSec, p.window, mock)
-				if err != nil {
-					t.Fatal(err)
-				}
+				b := &hedge.RatioBudget{Ratio: p.ratio, MinPerSecond: p.perSec, Window: p.window, Clock: mock}
+				startNow(t, b)
 				m := newRatioModel(p.ratio, p.perSec, p.window)
 				rng := rand.New(rand.NewPCG(1, uint64(p.window)))
 				start := mock.Now()
@@ -237,8 +246,9 @@ func TestRatioBudgetContentionAcrossSeconds(t *testing.T) {
 		seconds       = 12
 	)
 	synctest.Test(t, func(t *testing.T) {
-		b, _ := hedge.NewRatioBudget(ratio, perSec, window, nil) // real time: the bubble's
+		b := &hedge.RatioBudget{Ratio: ratio, MinPerSecond: perSec, Window: window} // real time: the bubble's
 		start := time.Now()
+		startNow(t, b)
 		var mu sync.Mutex
 		got := map[int64]int64{}
 		calls := func(g, s int) int { return (g * s) % 3 } // none at all in some seconds
@@ -300,7 +310,7 @@ func (c *pausingClock) Now() time.Time {
 func TestRatioBudgetStraddlingCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk := &pausingClock{Mock: clock.NewMock()}
-		b, _ := hedge.NewRatioBudget(0, 1, 2*time.Second, clk) // 2 hedges per 2s
+		b := &hedge.RatioBudget{MinPerSecond: 1, Window: 2 * time.Second, Clock: clk} // 2 hedges per 2s: no call deposits
 		if !b.Allow(context.Background(), 1) {
 			t.Fatal("second 0: the first hedge was refused")
 		}
@@ -389,10 +399,8 @@ func TestRatioBudgetOverload(t *testing.T) {
 	t.Logf("without a budget: %d attempts for %d calls", attempts, calls)
 
 	calls, attempts, took := overload(t, func() hedge.Budget {
-		b, err := hedge.NewRatioBudget(ratio, perSec, window, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := &hedge.RatioBudget{Ratio: ratio, MinPerSecond: perSec, Window: window}
+		startNow(t, b)
 		return b
 	})
 	// Each window the phase touches adds perSec × 10 s = 1 hedge to
@@ -421,7 +429,8 @@ func TestRatioBudgetRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		mock := clock.NewMock()
-		b, _ := hedge.NewRatioBudget(0.25, 0.5, 3*time.Second, mock)
+		b := &hedge.RatioBudget{Ratio: 0.25, MinPerSecond: 0.5, Window: 3 * time.Second, Clock: mock}
+		startNow(t, b)
 		m := newRatioModel(0.25, 0.5, 3*time.Second)
 		rng := rand.New(rand.NewPCG(7, 7))
 		start := mock.Now()
@@ -448,9 +457,9 @@ func TestRatioBudgetRelease(t *testing.T) {
 			t.Errorf("bound broken: %s", v)
 		}
 	})
-	var zero hedge.RatioBudget
-	zero.Release(context.Background(), 1)
-	if zero.Allow(context.Background(), 1) {
-		t.Error("a Release made the zero value grant a hedge")
+	bad := &hedge.RatioBudget{Window: time.Millisecond}
+	bad.Release(context.Background(), 1)
+	if bad.Allow(context.Background(), 1) {
+		t.Error("a Release made a budget whose fields are out of range grant a hedge")
 	}
 }

@@ -2,16 +2,10 @@ package hedge
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"sync/atomic"
 )
-
-// ErrRefused is wrapped by the error that a retry of Tries returns,
-// without running its op, when the Budget refuses the retry. That error
-// also wraps the last try's error.
-var ErrRefused = errors.New("hedge: retry refused by the budget")
 
 // Tries returns op as the tries of one retry loop that draws on b, for
 // the loop of a retry library (cenkalti/backoff, avast/retry-go, ...):
@@ -57,7 +51,9 @@ var ErrRefused = errors.New("hedge: retry refused by the budget")
 //
 // stop, if not nil, marks an error that must end the loop, in the retry
 // library's own terms: backoff.Permanent, retry.Unrecoverable. A nil b
-// grants every try.
+// grants every try. A budget of this package whose fields are out of
+// range ends the loop at its first try, with an error wrapping
+// ErrInvalidBudget, through stop, without running op.
 //
 // The returned function counts the tries of one loop: use a new one for
 // each call, from one goroutine at a time.
@@ -76,6 +72,9 @@ func Tries[T any](ctx context.Context, b Budget, op func(context.Context) (T, er
 				return zero, stop(fmt.Errorf("%w (retry %d): %w", ErrRefused, retries, last))
 			}
 		} else if b != nil {
+			if err := checkBudget(b); err != nil {
+				return zero, stop(err)
+			}
 			b.Allow(ctx, 0)
 		}
 		reported := false
@@ -159,15 +158,4 @@ func sameBudget(a, b Budget) bool {
 		return false
 	}
 	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
-}
-
-// DoOutcome is Do that also returns how the result it returns was
-// classified: Accept; Retryable or Failed when the call ran out of
-// attempts with that result; Terminal; Canceled when it returned the
-// context's error. A retry loop around it decides from the outcome whether
-// to try again, without running the classifier again.
-func DoOutcome[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, error)) (T, Outcome, error) {
-	var o Outcome
-	v, err := do(ctx, p, fn, &o)
-	return v, o, err
 }

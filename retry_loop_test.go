@@ -31,10 +31,7 @@ func retryLoop[T any](try func() (T, error), max int) (v T, tries int, err error
 func TestTriesCountACallOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		ratio, err := hedge.NewRatioBudget(0.1, 0, 10*time.Second, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ratio := &hedge.RatioBudget{Ratio: 0.1, Window: 10 * time.Second}
 		hedges := 0
 		p := hedge.Policy[int]{
 			Delay: hedge.Fixed(10 * ms), Budget: ratio,
@@ -67,10 +64,7 @@ func TestTriesCountACallOnce(t *testing.T) {
 func TestTriesChargeAFailedRequestOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		bucket, err := hedge.NewTokenBucket(10, 0.1)
-		if err != nil {
-			t.Fatal(err)
-		}
+		bucket := &hedge.TokenBucket{MaxTokens: 10, TokenRatio: 0.1}
 		p := hedge.Policy[int]{Delay: hedge.Fixed(time.Hour), Budget: bucket}
 		down := func(context.Context) (int, error) { return 0, errBusy }
 		try := hedge.Tries(ctx, bucket, func(ctx context.Context) (int, error) { return hedge.Do(ctx, p, down) }, markStop)

@@ -74,40 +74,6 @@ func (r *refusing) Allow(ctx context.Context, k int) bool {
 	return k < r.from
 }
 
-// DoOutcome says how the result it returns was classified.
-func TestDoOutcome(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		failed := func(_ int, err error) hedge.Outcome {
-			if err != nil {
-				return hedge.Failed
-			}
-			return hedge.Accept
-		}
-		ended, cancel := context.WithCancel(t.Context())
-		cancel()
-		tests := []struct {
-			name string
-			ctx  context.Context
-			p    hedge.Policy[int]
-			err  error
-			want hedge.Outcome
-		}{
-			{"accepted", t.Context(), hedge.Policy[int]{}, nil, hedge.Accept},
-			{"ran out retryable", t.Context(), hedge.Policy[int]{MaxAttempts: 1}, errBusy, hedge.Retryable},
-			{"ran out failed", t.Context(), hedge.Policy[int]{Classify: failed}, errBusy, hedge.Failed},
-			{"terminal", t.Context(), hedge.Policy[int]{}, hedge.Permanent(errBusy), hedge.Terminal},
-			{"cancelled", ended, hedge.Policy[int]{}, nil, hedge.Canceled},
-			{"invalid", t.Context(), hedge.Policy[int]{MaxAttempts: -1}, nil, hedge.Terminal},
-		}
-		for _, tt := range tests {
-			_, o, _ := hedge.DoOutcome(tt.ctx, tt.p, func(context.Context) (int, error) { return 1, tt.err })
-			if o != tt.want {
-				t.Errorf("%s: outcome %v, want %v", tt.name, o, tt.want)
-			}
-		}
-	})
-}
-
 // A retry loop with backoff around Do: with Retryable, each of its tries
 // makes Do start a second attempt at once, so four tries send eight
 // requests. Failed keeps Do to one attempt a try, and leaves the retrying
@@ -144,8 +110,10 @@ func TestFailedLetsTheOthersRun(t *testing.T) {
 			}
 			return hedge.Accept
 		}}
+		var o hedge.Outcome
+		p.Observer = observerFunc(func(r hedge.Report) { o = r.Outcome })
 		start := time.Now()
-		v, o, err := hedge.DoOutcome(t.Context(), p, func(ctx context.Context) (string, error) {
+		v, err := hedge.Do(t.Context(), p, func(ctx context.Context) (string, error) {
 			if hedge.Attempt(ctx) == 0 {
 				time.Sleep(20 * ms)
 				return "", errBusy // the hedge, started at 10ms, is still running
@@ -154,7 +122,7 @@ func TestFailedLetsTheOthersRun(t *testing.T) {
 			return fmt.Sprint("hedge ", hedge.Attempt(ctx)), nil
 		})
 		if at := time.Since(start); v != "hedge 1" || o != hedge.Accept || err != nil || at != 40*ms {
-			t.Errorf("DoOutcome = %q, %v, %v at %v; want hedge 1 accepted at 40ms", v, o, err, at)
+			t.Errorf("Do = %q, %v, outcome %v at %v; want hedge 1 accepted at 40ms", v, err, o, at)
 		}
 	})
 }

@@ -17,8 +17,8 @@ import "context"
 // not started. An attempt cancelled by a tie did no work: its Budget
 // grant is given back as for an attempt that never ran (see Budget), a
 // value it returns goes to Discard, and Report.Tied counts it. When the
-// primary is cancelled so, the Learner hears how long it had waited, as a
-// lower bound.
+// primary is cancelled so, a Delay that learns (see Delay) hears how long
+// it had waited, as a lower bound.
 //
 // Started does nothing outside Do, for an attempt that has reported its
 // start already, has answered or was cancelled, and once the call is

@@ -364,10 +364,7 @@ func TestStartedRefundsARatioBudget(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b, err := hedge.NewRatioBudget(0, 1, time.Second, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				b := &hedge.RatioBudget{Ratio: 0.001, MinPerSecond: 1, Window: time.Second} // a hedge a second; calls fund next to none
 				var r hedge.Report
 				p := hedge.Policy[int]{
 					Delay: hedge.Fixed(10 * ms), Budget: b,
@@ -403,10 +400,7 @@ func TestStartedIsNoLostRaceForAWinRateBudget(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b, err := hedge.NewWinRateBudget(hedge.WinRateConfig{Burst: 1, Samples: 1, Probe: 0.001})
-				if err != nil {
-					t.Fatal(err)
-				}
+				b := &hedge.WinRateBudget{Burst: 1, Samples: 1, Probe: 0.001}
 				var got []int
 				p := hedge.Policy[int]{
 					Delay: hedge.Fixed(10 * ms), Budget: b,
@@ -478,7 +472,7 @@ func TestStartedTiedAttemptPanics(t *testing.T) {
 	})
 }
 
-// grantLog is a Releaser that counts, per attempt, what it hears after
+// grantLog is a budget with a Release method that counts, per attempt, what it hears after
 // granting it.
 type grantLog struct {
 	mu    sync.Mutex

@@ -92,7 +92,7 @@ func TestDoneTellsTimedOutFromCanceled(t *testing.T) {
 func TestBreakerOpensOnAHungUpstream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var o opens
-		b := newBreaker(t, hedge.BreakerConfig{Samples: 10, OnOpen: o.onOpen})
+		b := &hedge.Breaker{Samples: 10, OnOpen: o.onOpen}
 		hang := func(ctx context.Context) (int, error) { return 0, lab.Wait(ctx, time.Hour) }
 		var attempts []int
 		for range 20 {

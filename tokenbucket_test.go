@@ -50,10 +50,7 @@ func TestTokenBucket(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := hedge.NewTokenBucket(tt.max, tt.ratio)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := &hedge.TokenBucket{MaxTokens: tt.max, TokenRatio: tt.ratio}
 			f := float64(tt.max)
 			for i, o := range tt.outcomes {
 				b.Done(context.Background(), i%3, o)
@@ -83,7 +80,7 @@ func TestTokenBucket(t *testing.T) {
 // refills tokenRatio, and the primary the win cancelled changes nothing.
 func TestTokenBucketThroughDo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, _ := hedge.NewTokenBucket(4, 0.25)
+		b := &hedge.TokenBucket{MaxTokens: 4, TokenRatio: 0.25}
 		var got []hedge.Report
 		p := hedge.Policy[int]{
 			Delay: hedge.Fixed(10 * time.Millisecond), Budget: b,
@@ -123,7 +120,7 @@ func TestTokenBucketThroughDo(t *testing.T) {
 // started says nothing about the upstream.
 func TestTokenBucketRelease(t *testing.T) {
 	ctx := context.Background()
-	b, _ := hedge.NewTokenBucket(4, 0.5)
+	b := &hedge.TokenBucket{MaxTokens: 4, TokenRatio: 0.5}
 	b.Done(ctx, 0, hedge.Retryable)
 	for range 10 {
 		if b.Allow(ctx, 1) {

@@ -2,12 +2,11 @@ package hedge
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sync/atomic"
 )
 
-// Defaults of WinRateConfig's zero fields.
+// Defaults of a WinRateBudget's zero fields.
 const (
 	defaultMinWinRate  = 0.1
 	defaultProbe       = 0.01
@@ -16,51 +15,12 @@ const (
 	defaultWinRateKeys = 64
 )
 
-// Bounds of WinRateConfig's fields: Burst far below where a sum of
+// Bounds of a WinRateBudget's fields: Burst far below where a sum of
 // thousandths could overflow, Samples as a Breaker's.
 const (
 	maxWinRateBurst   = 1_000_000
 	maxWinRateSamples = 1000
 )
-
-// WinRateConfig sets up a WinRateBudget. Each zero field takes the default
-// its doc names, so WinRateConfig{} is a valid configuration. It is a plain
-// value: NewWinRateBudget copies it.
-type WinRateConfig struct {
-	// Key names the route of a call from the caller's context (the one
-	// passed to Do): one route's hedges can stop winning while another's
-	// still win. hedgehttp.Route and a gRPC call's full method are natural
-	// keys. Nil puts every call under one key.
-	Key func(ctx context.Context) string
-	// MinWinRate is the share of hedges, in (0, 1], that must win for
-	// hedging to go on unchecked: while at least this share of a key's
-	// last Samples judged hedges won, the budget refuses none, and a
-	// hedge that wins earns 1/MinWinRate hedges of credit. It is used to
-	// three decimals, rounded up, so that the budget never asks less
-	// than it was told. 0 means 0.1: a hedge must win one time in ten to
-	// pay for itself.
-	MinWinRate float64
-	// Probe is the credit each call adds, in hedges, in (0, 1]: the rate
-	// at which hedges go on once they have stopped winning, so that the
-	// budget learns when they win again. It is used to three decimals,
-	// rounded down, and must not round to 0. 0 means 0.01: one hedge per
-	// hundred calls.
-	Probe float64
-	// Burst is the most credit a key holds, in hedges, from 1 to 1e6, and
-	// the credit it starts with: how many hedges may go out before any
-	// has been judged, and how many in a row may go unpaid once the win
-	// rate is below MinWinRate. 0 means 20.
-	Burst int
-	// Samples is how many of a key's latest judged hedges the win rate is
-	// measured over, from 1 to 1000. A longer memory refuses less often
-	// by bad luck while hedges win, and takes longer to notice that they
-	// stopped: after a run of wins, about (1 − MinWinRate) × Samples
-	// hedges must lose before the budget refuses one. 0 means 100.
-	Samples int
-	// MaxKeys bounds how many keys get a credit of their own; keys past
-	// it share one overflow credit. 0 means 64.
-	MaxKeys int
-}
 
 // WinRateBudget is a Budget that backs off, per route, when hedges stop
 // winning. Hedging turns spare capacity into lower latency only while a
@@ -115,15 +75,59 @@ type WinRateConfig struct {
 // and then, as on a saturated upstream where a hedge sometimes wins by
 // skipping a queue that it lengthens for every other call.
 //
-// The zero value refuses every hedge, as every budget's does; make a
-// WinRateBudget with NewWinRateBudget. A WinRateBudget is safe for
-// concurrent use and must not be copied after first use. After the key
+// The zero value is ready: every call under one key, with the defaults
+// each field names. The fields are read once, on first use, under the
+// budget's lock; set them before. A field out of range is an error
+// wrapping ErrInvalidBudget, which Policy.Validate and Do report; such a
+// budget refuses every hedge. A WinRateBudget is safe for concurrent use
+// and must not be copied after first use. After the key
 // lookup (a sync.Map load), Allow(ctx, 0) is an atomic load while the
 // credit is full and a compare-and-swap otherwise; a hedge's Allow is two
 // atomic loads while hedges win, and a compare-and-swap more when they do
 // not; a judged hedge's Done is two atomic adds and an atomic and/or on
 // the key's ring, a win's also a compare-and-swap, as is Release.
 type WinRateBudget struct {
+	// Key names the route of a call from the caller's context (the one
+	// passed to Do): one route's hedges can stop winning while another's
+	// still win. hedgehttp.Route and a gRPC call's full method are natural
+	// keys. Nil puts every call under one key.
+	Key func(ctx context.Context) string
+	// MinWinRate is the share of hedges, in (0, 1], that must win for
+	// hedging to go on unchecked: while at least this share of a key's
+	// last Samples judged hedges won, the budget refuses none, and a
+	// hedge that wins earns 1/MinWinRate hedges of credit. It is used to
+	// three decimals, rounded up, so that the budget never asks less
+	// than it was told. 0 means 0.1: a hedge must win one time in ten to
+	// pay for itself.
+	MinWinRate float64
+	// Probe is the credit each call adds, in hedges, in (0, 1]: the rate
+	// at which hedges go on once they have stopped winning, so that the
+	// budget learns when they win again. It is used to three decimals,
+	// rounded down, and must not round to 0. 0 means 0.01: one hedge per
+	// hundred calls.
+	Probe float64
+	// Burst is the most credit a key holds, in hedges, from 1 to 1e6, and
+	// the credit it starts with: how many hedges may go out before any
+	// has been judged, and how many in a row may go unpaid once the win
+	// rate is below MinWinRate. 0 means 20.
+	Burst int
+	// Samples is how many of a key's latest judged hedges the win rate is
+	// measured over, from 1 to 1000. A longer memory refuses less often
+	// by bad luck while hedges win, and takes longer to notice that they
+	// stopped: after a run of wins, about (1 − MinWinRate) × Samples
+	// hedges must lose before the budget refuses one. 0 means 100.
+	Samples int
+	// MaxKeys bounds how many keys get a credit of their own; keys past
+	// it share one overflow credit. 0 means 64.
+	MaxKeys int
+
+	settings settings[winRateState]
+}
+
+// winRateState is what a WinRateBudget reads from its fields, and its
+// keys' credits.
+type winRateState struct {
+	err     error
 	rule    winRule
 	credits perKey[winCredit]
 }
@@ -154,35 +158,39 @@ type winCredit struct {
 	wins   atomic.Int64
 }
 
-// NewWinRateBudget returns a WinRateBudget with the settings of c, its
-// zero fields taking their defaults. For a field out of range it returns
-// nil and an error wrapping ErrInvalidBudget.
-func NewWinRateBudget(c WinRateConfig) (*WinRateBudget, error) {
-	if c.MaxKeys < 0 {
-		return nil, fmt.Errorf("%w: negative MaxKeys %d", ErrInvalidBudget, c.MaxKeys)
+// load returns the budget's state, reading its fields on first use.
+func (b *WinRateBudget) load() *winRateState { return b.settings.load(b.read) }
+
+func (b *WinRateBudget) read() *winRateState {
+	s := &winRateState{}
+	if b.MaxKeys < 0 {
+		s.err = fieldError("WinRateBudget.MaxKeys", "%d is negative", b.MaxKeys)
+		return s
 	}
-	r, err := newWinRule(c)
-	if err != nil {
-		return nil, err
+	if s.rule, s.err = newWinRule(b); s.err != nil {
+		return s
 	}
-	b := &WinRateBudget{rule: r}
-	b.credits.init(c.Key, orDefault(c.MaxKeys, defaultWinRateKeys), b.rule.newCredit)
-	return b, nil
+	s.credits.init(b.Key, orDefault(b.MaxKeys, defaultWinRateKeys), s.rule.newCredit)
+	return s
 }
 
-// newWinRule checks and reads c's settings, but for Key and MaxKeys.
-func newWinRule(c WinRateConfig) (winRule, error) {
+func (b *WinRateBudget) check() error { return b.load().err }
+
+// newWinRule checks and reads c's settings, but for Key and MaxKeys: a
+// WinRateBudget keeps its rule with a table of credits, an Adaptive keeps
+// one credit in each key's state.
+func newWinRule(c *WinRateBudget) (winRule, error) {
 	switch {
 	case !(c.MinWinRate >= 0 && c.MinWinRate <= 1): // and not NaN
-		return winRule{}, fmt.Errorf("%w: MinWinRate %v is outside (0, 1]", ErrInvalidBudget, c.MinWinRate)
+		return winRule{}, fieldError("WinRateBudget.MinWinRate", "%v is outside (0, 1]", c.MinWinRate)
 	case !(c.Probe >= 0 && c.Probe <= 1):
-		return winRule{}, fmt.Errorf("%w: Probe %v is outside (0, 1]", ErrInvalidBudget, c.Probe)
+		return winRule{}, fieldError("WinRateBudget.Probe", "%v is outside (0, 1]", c.Probe)
 	case c.Probe > 0 && thousandthsDown(c.Probe) == 0:
-		return winRule{}, fmt.Errorf("%w: Probe %v rounds down to 0 in thousandths", ErrInvalidBudget, c.Probe)
+		return winRule{}, fieldError("WinRateBudget.Probe", "%v rounds down to 0 in thousandths", c.Probe)
 	case c.Burst < 0 || c.Burst > maxWinRateBurst:
-		return winRule{}, fmt.Errorf("%w: Burst %d is outside [1, %d]", ErrInvalidBudget, c.Burst, maxWinRateBurst)
+		return winRule{}, fieldError("WinRateBudget.Burst", "%d is outside [1, %d]", c.Burst, maxWinRateBurst)
 	case c.Samples < 0 || c.Samples > maxWinRateSamples:
-		return winRule{}, fmt.Errorf("%w: Samples %d is outside [1, %d]", ErrInvalidBudget, c.Samples, maxWinRateSamples)
+		return winRule{}, fieldError("WinRateBudget.Samples", "%d is outside [1, %d]", c.Samples, maxWinRateSamples)
 	}
 	m := thousandthsUp(orDefault(c.MinWinRate, defaultMinWinRate)) // ≥ 1: it is above 0
 	return winRule{
@@ -210,15 +218,16 @@ func thousandthsUp(x float64) int64 {
 // the attempt while at least MinWinRate of the key's judged hedges won,
 // and otherwise if a whole hedge of credit is left, which it takes.
 func (b *WinRateBudget) Allow(ctx context.Context, k int) bool {
-	if !b.credits.ready() { // the zero value
+	s := b.load()
+	if s.err != nil {
 		return primary(k)
 	}
-	c := b.credits.of(ctx)
+	c := s.credits.of(ctx)
 	if primary(k) {
-		b.rule.add(c, b.rule.probe)
+		s.rule.add(c, s.rule.probe)
 		return true
 	}
-	return b.rule.allow(c)
+	return s.rule.allow(c)
 }
 
 // Done judges extra attempt k (k ≥ 1) of ctx's key: Accept is a win and
@@ -226,33 +235,38 @@ func (b *WinRateBudget) Allow(ctx context.Context, k int) bool {
 // are losses; Retryable and Failed are not judged, and give the hedge
 // back. It ignores every primary's outcome.
 func (b *WinRateBudget) Done(ctx context.Context, k int, o Outcome) {
-	if primary(k) || !b.credits.ready() {
+	if primary(k) {
 		return
 	}
-	b.rule.done(b.credits.of(ctx), o, b.rule.reward)
+	if s := b.load(); s.err == nil {
+		s.rule.done(s.credits.of(ctx), o, s.rule.reward)
+	}
 }
 
 // Release gives back the hedge that a granted Allow(ctx, k), k ≥ 1, took,
 // for an attempt that never started. It does nothing for the primary
 // (k < 1), whose call stays counted.
 func (b *WinRateBudget) Release(ctx context.Context, k int) {
-	if primary(k) || !b.credits.ready() {
+	if primary(k) {
 		return
 	}
-	b.rule.add(b.credits.of(ctx), milli)
+	if s := b.load(); s.err == nil {
+		s.rule.add(s.credits.of(ctx), milli)
+	}
 }
 
 // Credit returns how many hedges the credit of ctx's key holds, to three
 // decimals, without adding the key if it is new: a key not seen yet holds
-// Burst, or shares the overflow credit if MaxKeys are taken. The zero
-// value holds none.
+// Burst, or shares the overflow credit if MaxKeys are taken. A budget
+// whose fields are out of range holds none.
 func (b *WinRateBudget) Credit(ctx context.Context) float64 {
-	if !b.credits.ready() {
+	s := b.load()
+	if s.err != nil {
 		return 0
 	}
-	c := b.credits.peek(ctx)
+	c := s.credits.peek(ctx)
 	if c == nil {
-		return float64(b.rule.burst) / milli
+		return float64(s.rule.burst) / milli
 	}
 	return float64(c.v.Load()) / milli
 }

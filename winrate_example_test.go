@@ -11,12 +11,9 @@ import (
 // gets a probe hedge per hundred calls, while the lookup's hedges go on.
 // When a probe hedge wins, the report's credit is full again.
 func ExampleWinRateBudget() {
-	budget, err := hedge.NewWinRateBudget(hedge.WinRateConfig{
+	budget := &hedge.WinRateBudget{
 		Key:   routeOf,
 		Burst: 5, // 20 by default
-	})
-	if err != nil {
-		panic(err)
 	}
 	report := onRoute("GET /report") // a call's context, as Do hands it to the budget
 	lookup := onRoute("GET /users/{id}")

@@ -28,7 +28,7 @@ func TestWinRateBudgetRefusesNoneWhileHedgesWin(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for seed := range uint64(10) {
-				b := newWinRate(t, hedge.WinRateConfig{})
+				b := &hedge.WinRateBudget{}
 				ctx := context.Background()
 				r := rand.New(rand.NewPCG(seed, 1))
 				granted, refused := 0, 0
@@ -57,7 +57,7 @@ func TestWinRateBudgetRefusesNoneWhileHedgesWin(t *testing.T) {
 // race: however many are shed, the hedges that do race and win one time
 // in ten are all granted, and each shed hedge's credit comes back.
 func TestWinRateBudgetShedHedgesAreNoLosses(t *testing.T) {
-	b := newWinRate(t, hedge.WinRateConfig{})
+	b := &hedge.WinRateBudget{}
 	ctx := context.Background()
 	refused := 0
 	for i := range 10_000 {

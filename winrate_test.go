@@ -17,48 +17,6 @@ import (
 	"github.com/tailcut/hedge/internal/lab"
 )
 
-func newWinRate(t testing.TB, c hedge.WinRateConfig) *hedge.WinRateBudget {
-	t.Helper()
-	b, err := hedge.NewWinRateBudget(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func TestNewWinRateBudgetErrors(t *testing.T) {
-	nan, inf := math.NaN(), math.Inf(1)
-	checkConstructor(t, hedge.NewWinRateBudget, []configCase[hedge.WinRateConfig]{
-		{"defaults", hedge.WinRateConfig{}, true},
-		{"largest", hedge.WinRateConfig{MinWinRate: 1, Probe: 1, Burst: 1_000_000, Samples: 1000, MaxKeys: 1 << 20}, true},
-		{"smallest", hedge.WinRateConfig{MinWinRate: 1e-9, Probe: 0.001, Burst: 1, Samples: 1, MaxKeys: 1}, true},
-		{"negative MinWinRate", hedge.WinRateConfig{MinWinRate: -0.1}, false},
-		{"MinWinRate above 1", hedge.WinRateConfig{MinWinRate: 1.001}, false},
-		{"NaN MinWinRate", hedge.WinRateConfig{MinWinRate: nan}, false},
-		{"infinite MinWinRate", hedge.WinRateConfig{MinWinRate: inf}, false},
-		{"negative Probe", hedge.WinRateConfig{Probe: -0.01}, false},
-		{"Probe above 1", hedge.WinRateConfig{Probe: 1.5}, false},
-		{"NaN Probe", hedge.WinRateConfig{Probe: nan}, false},
-		{"infinite Probe", hedge.WinRateConfig{Probe: inf}, false},
-		{"Probe rounds down to 0", hedge.WinRateConfig{Probe: 0.0009}, false},
-		{"negative Burst", hedge.WinRateConfig{Burst: -1}, false},
-		{"Burst over 1e6", hedge.WinRateConfig{Burst: 1_000_001}, false},
-		{"negative MaxKeys", hedge.WinRateConfig{MaxKeys: -1}, false},
-		{"negative Samples", hedge.WinRateConfig{Samples: -1}, false},
-		{"Samples over 1000", hedge.WinRateConfig{Samples: 1001}, false},
-	})
-}
-
-// The zero WinRateBudget refuses every hedge, as every budget's zero value
-// does, and never panics.
-func TestWinRateBudgetZeroValue(t *testing.T) {
-	var b hedge.WinRateBudget
-	checkZeroBudget(t, &b)
-	if c := b.Credit(context.Background()); c != 0 {
-		t.Errorf("Credit = %v, want 0", c)
-	}
-}
-
 // winRateScript runs a script of budget calls on one key: 'c' is a call
 // (Allow(0)), 'h' asks for a hedge (Allow(1)) and notes '+' if granted
 // and '-' if refused, 'w' is a hedge that won (Done(1, Accept)), 'l' one
@@ -125,53 +83,53 @@ func winRateScript(b *hedge.WinRateBudget, ctx context.Context, script string) (
 func TestWinRateBudgetArithmetic(t *testing.T) {
 	tests := []struct {
 		name   string
-		c      hedge.WinRateConfig
+		c      *hedge.WinRateBudget
 		script string
 		grants string
 		credit float64
 	}{
-		{"it starts full at Burst: 20 hedges, then none", hedge.WinRateConfig{},
+		{"it starts full at Burst: 20 hedges, then none", &hedge.WinRateBudget{},
 			"00h" + "h", "++++++++++++++++++++" + "-", 0},
-		{"every call adds 0.01: one more hedge after 100 calls", hedge.WinRateConfig{},
+		{"every call adds 0.01: one more hedge after 100 calls", &hedge.WinRateBudget{},
 			"00h" + "000000000c" + "9c" + "h" + "c" + "h",
 			"++++++++++++++++++++" + "-" + "+", 0},
-		{"a win adds 10 hedges", hedge.WinRateConfig{},
+		{"a win adds 10 hedges", &hedge.WinRateBudget{},
 			"00h" + "9l" + "0l" + "w" + "0h" + "h",
 			"++++++++++++++++++++" + "++++++++++" + "-", 0},
-		{"nothing goes past Burst: calls, wins and releases at a full credit", hedge.WinRateConfig{},
+		{"nothing goes past Burst: calls, wins and releases at a full credit", &hedge.WinRateBudget{},
 			"0c" + "w" + "r" + "h" + "r" + "r", "+", 20},
-		{"a win tops up to Burst", hedge.WinRateConfig{},
+		{"a win tops up to Burst", &hedge.WinRateBudget{},
 			"5h" + "w", "+++++", 20},
-		{"losses and primaries' outcomes earn nothing; a failed hedge gives its grant back", hedge.WinRateConfig{},
+		{"losses and primaries' outcomes earn nothing; a failed hedge gives its grant back", &hedge.WinRateBudget{},
 			"3h" + "lft" + "AFTL", "+++", 18},
-		{"a hedge that timed out is a loss", hedge.WinRateConfig{Burst: 1, Samples: 1},
+		{"a hedge that timed out is a loss", &hedge.WinRateBudget{Burst: 1, Samples: 1},
 			"h" + "w" + "h" + "o" + "h" + "h", "+++-", 0},
-		{"a release gives the grant back", hedge.WinRateConfig{},
+		{"a release gives the grant back", &hedge.WinRateBudget{},
 			"00h" + "r" + "h" + "h",
 			"++++++++++++++++++++" + "+" + "-", 0},
-		{"the credit is counted in thousandths: 7 calls add 0.07", hedge.WinRateConfig{},
+		{"the credit is counted in thousandths: 7 calls add 0.07", &hedge.WinRateBudget{},
 			"00h" + "7c", "++++++++++++++++++++", 0.07},
-		{"MinWinRate 0.3: a win adds 3.333 hedges", hedge.WinRateConfig{MinWinRate: 0.3},
+		{"MinWinRate 0.3: a win adds 3.333 hedges", &hedge.WinRateBudget{MinWinRate: 0.3},
 			"00h" + "9l" + "0l" + "w" + "4h",
 			"++++++++++++++++++++" + "+++-", 0.333},
-		{"MinWinRate 0.3339 is read as 0.334, rounded up: a win adds 2.994", hedge.WinRateConfig{MinWinRate: 0.3339},
+		{"MinWinRate 0.3339 is read as 0.334, rounded up: a win adds 2.994", &hedge.WinRateBudget{MinWinRate: 0.3339},
 			"00h" + "w", "++++++++++++++++++++", 2.994},
-		{"MinWinRate 1: a win only pays for itself", hedge.WinRateConfig{MinWinRate: 1, Burst: 2},
+		{"MinWinRate 1: a win only pays for itself", &hedge.WinRateBudget{MinWinRate: 1, Burst: 2},
 			"h" + "w" + "h" + "l" + "h" + "l" + "h" + "h", "++++-", 0},
-		{"Probe 0.0159 is read as 0.015, rounded down: 66 calls add 0.99, 67 add 1.005", hedge.WinRateConfig{Probe: 0.0159, Burst: 2},
+		{"Probe 0.0159 is read as 0.015, rounded down: 66 calls add 0.99, 67 add 1.005", &hedge.WinRateBudget{Probe: 0.0159, Burst: 2},
 			"2h" + "000000c" + "6c" + "h" + "c" + "h", "++" + "-" + "+", 0.005},
-		{"Burst 1: one hedge out at a time while none wins", hedge.WinRateConfig{Burst: 1},
+		{"Burst 1: one hedge out at a time while none wins", &hedge.WinRateBudget{Burst: 1},
 			"h" + "h" + "l" + "h", "+--", 0},
-		{"while a tenth of the judged hedges won, it refuses none and takes no credit", hedge.WinRateConfig{Burst: 1},
+		{"while a tenth of the judged hedges won, it refuses none and takes no credit", &hedge.WinRateBudget{Burst: 1},
 			"hw" + strings.Repeat("hl", 9) + "h" + "l" + "h" + "h", strings.Repeat("+", 12) + "-", 0},
-		{"the rate is over the last Samples judged hedges", hedge.WinRateConfig{Burst: 1},
+		{"the rate is over the last Samples judged hedges", &hedge.WinRateBudget{Burst: 1},
 			"hw" + strings.Repeat("hl", 5) + "h" + "h", strings.Repeat("+", 8), 1},
-		{"a win drops out of a ring of Samples", hedge.WinRateConfig{Burst: 1, Samples: 5},
+		{"a win drops out of a ring of Samples", &hedge.WinRateBudget{Burst: 1, Samples: 5},
 			"hw" + strings.Repeat("hl", 5) + "h" + "h", strings.Repeat("+", 7) + "-", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newWinRate(t, tt.c)
+			b := tt.c
 			ctx := context.Background()
 			got := winRateScript(b, ctx, tt.script)
 			if got != tt.grants {
@@ -200,7 +158,7 @@ func TestWinRateBudgetEquilibrium(t *testing.T) {
 		{"one hedge in 40 wins, a quarter of MinWinRate: 4/3 × Probe", 40, 0.01 / 0.75},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newWinRate(t, hedge.WinRateConfig{})
+			b := &hedge.WinRateBudget{}
 			ctx := context.Background()
 			const warm, calls = 10_000, 90_000
 			granted, measured := 0, 0
@@ -227,7 +185,7 @@ func TestWinRateBudgetEquilibrium(t *testing.T) {
 // Keys have credits of their own, up to MaxKeys; keys past it share the
 // overflow credit. Without Key, every call shares one.
 func TestWinRateBudgetKeys(t *testing.T) {
-	b := newWinRate(t, hedge.WinRateConfig{Key: routeOf, Burst: 2, MaxKeys: 2})
+	b := &hedge.WinRateBudget{Key: routeOf, Burst: 2, MaxKeys: 2}
 	grant := func(path string) string { return winRateScript(b, onRoute(path), "h") }
 	credits := func() map[string]float64 {
 		m := map[string]float64{}
@@ -257,7 +215,7 @@ func TestWinRateBudgetKeys(t *testing.T) {
 		t.Errorf("a win on /e left the overflow credit at %v, want 2", c)
 	}
 
-	one := newWinRate(t, hedge.WinRateConfig{Burst: 2}) // no Key: one credit
+	one := &hedge.WinRateBudget{Burst: 2} // no Key: one credit
 	got = winRateScript(one, onRoute("/a"), "h") + winRateScript(one, onRoute("/b"), "h") + winRateScript(one, onRoute("/c"), "h")
 	if got != "++-" {
 		t.Errorf("without Key, /a, /b, /c: %q, want ++-", got)
@@ -266,8 +224,8 @@ func TestWinRateBudgetKeys(t *testing.T) {
 
 // A known key's Allow and Done, taken by every call, allocate nothing.
 func TestWinRateBudgetAllocations(t *testing.T) {
-	for name, c := range map[string]hedge.WinRateConfig{"one key": {}, "per route": {Key: routeOf}} {
-		b := newWinRate(t, c)
+	for name, c := range map[string]*hedge.WinRateBudget{"one key": {}, "per route": {Key: routeOf}} {
+		b := c
 		ctx := onRoute("/a")
 		n := testing.AllocsPerRun(1000, func() {
 			b.Allow(ctx, 0)
@@ -291,7 +249,7 @@ func TestBudgetContentionWinRate(t *testing.T) {
 	ctx := context.Background()
 	t.Run("64 goroutines race for 50 hedges", func(t *testing.T) {
 		for round := range 200 {
-			b := newWinRate(t, hedge.WinRateConfig{Burst: 50})
+			b := &hedge.WinRateBudget{Burst: 50}
 			var granted atomic.Int64
 			budgetRace(budgetRacers, func(int) {
 				if b.Allow(ctx, 1) {
@@ -305,7 +263,7 @@ func TestBudgetContentionWinRate(t *testing.T) {
 	})
 	t.Run("calls, wins and releases add up exactly, then buy exactly that many hedges", func(t *testing.T) {
 		for round := range 50 {
-			b := newWinRate(t, hedge.WinRateConfig{Burst: 1000})
+			b := &hedge.WinRateBudget{Burst: 1000}
 			for range 1000 {
 				b.Allow(ctx, 1)
 			}
@@ -339,9 +297,8 @@ func TestBudgetContentionWinRate(t *testing.T) {
 		}
 	})
 	t.Run("AllOf gives back every grant another budget refused", func(t *testing.T) {
-		b := newWinRate(t, hedge.WinRateConfig{Burst: 10})
-		none, _ := hedge.NewInflightLimit(0)
-		all := hedge.AllOf(b, none)
+		b := &hedge.WinRateBudget{Burst: 10}
+		all := hedge.AllOf(b, noHedges{})
 		var granted atomic.Int64
 		budgetRace(budgetRacers, func(int) {
 			for range 10 {
@@ -355,7 +312,7 @@ func TestBudgetContentionWinRate(t *testing.T) {
 		}
 	})
 	t.Run("Burst caps the credit whatever the interleaving", func(t *testing.T) {
-		b := newWinRate(t, hedge.WinRateConfig{Burst: 5})
+		b := &hedge.WinRateBudget{Burst: 5}
 		budgetRace(budgetRacers, func(i int) {
 			for range 100 {
 				if b.Allow(ctx, 1) && i%2 == 0 {
@@ -448,7 +405,7 @@ func independent9010(i, k int) time.Duration { return lab.FastSlow.Latency(i, k)
 func TestWinRateBudgetThroughDo(t *testing.T) {
 	const warm, block = 1000, 2000
 	synctest.Test(t, func(t *testing.T) {
-		budget := newWinRate(t, hedge.WinRateConfig{})
+		budget := &hedge.WinRateBudget{}
 		with := hedge.Policy[int]{Delay: hedge.Fixed(50 * ms), Budget: budget}
 		without := hedge.Policy[int]{Delay: hedge.Fixed(50 * ms)}
 
@@ -506,7 +463,7 @@ func TestWinRateBudgetInvisibleWhileHedgesWin(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				want := runWinRate(p, 0, 5000, independent9010)
-				p.Budget = newWinRate(t, hedge.WinRateConfig{})
+				p.Budget = &hedge.WinRateBudget{}
 				got := runWinRate(p, 0, 5000, independent9010)
 				t.Logf("with the budget: %v", summarizeWinRate(got))
 				if diff := cmp.Diff(want, got); diff != "" {

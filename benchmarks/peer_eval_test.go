@@ -75,18 +75,9 @@ var peerSetups = []peerSetup{
 		return &hedgehttp.Transport{Base: base}, nil
 	}},
 	{"the README's production recipe", func(base http.RoundTripper) (http.RoundTripper, error) {
-		win, err := hedge.NewWinRateBudget(hedge.WinRateConfig{Key: hedgehttp.Route})
-		if err != nil {
-			return nil, err
-		}
-		breaker, err := hedge.NewBreaker(hedge.BreakerConfig{Key: hedgehttp.Route})
-		if err != nil {
-			return nil, err
-		}
-		ratio, err := hedge.NewRatioBudget(0.2, 1, 10*time.Second, nil)
-		if err != nil {
-			return nil, err
-		}
+		win := &hedge.WinRateBudget{Key: hedgehttp.Route}
+		breaker := &hedge.Breaker{Key: hedgehttp.Route}
+		ratio := &hedge.RatioBudget{Ratio: 0.2, MinPerSecond: 1, Window: 10 * time.Second}
 		return &hedgehttp.Transport{Base: base, Delay: &hedge.Percentile{Quantile: 0.9},
 			Budget: hedge.AllOf(win, breaker, ratio)}, nil
 	}},

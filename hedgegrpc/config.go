@@ -1,7 +1,6 @@
 package hedgegrpc
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -20,7 +19,8 @@ import (
 const DefaultMaxAttemptsLimit = 5
 
 // ErrInvalidConfig is wrapped by the error New and ParseServiceConfig
-// return for a configuration they cannot honour.
+// return for a configuration they cannot honour. The message names the
+// field, and the method for a HedgingPolicy's.
 var ErrInvalidConfig = errors.New("hedgegrpc: invalid config")
 
 // Config is the hedging configuration of one channel (one server name):
@@ -163,18 +163,18 @@ func methodKey(name string) (string, error) {
 
 func (p HedgingPolicy) compile(limit int) (*method, error) {
 	if p.MaxAttempts < 1 {
-		return nil, fmt.Errorf("%w: maxAttempts %d is below 1 (1 switches hedging off, 2 or more hedge)", ErrInvalidConfig, p.MaxAttempts)
+		return nil, fmt.Errorf("%w: HedgingPolicy.MaxAttempts %d is below 1 (1 switches hedging off, 2 or more hedge)", ErrInvalidConfig, p.MaxAttempts)
 	}
 	if p.HedgingDelay < 0 {
-		return nil, fmt.Errorf("%w: negative hedgingDelay %v", ErrInvalidConfig, p.HedgingDelay)
+		return nil, fmt.Errorf("%w: HedgingPolicy.HedgingDelay %v is negative", ErrInvalidConfig, p.HedgingDelay)
 	}
 	var nonFatal uint32
 	for _, c := range p.NonFatalStatusCodes {
 		switch {
 		case c == codes.OK:
-			return nil, fmt.Errorf("%w: nonFatalStatusCodes holds OK, which is not a failure", ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: HedgingPolicy.NonFatalStatusCodes holds OK, which is not a failure", ErrInvalidConfig)
 		case c >= maxCode:
-			return nil, fmt.Errorf("%w: nonFatalStatusCodes holds %d, which is not a gRPC status code", ErrInvalidConfig, uint32(c))
+			return nil, fmt.Errorf("%w: HedgingPolicy.NonFatalStatusCodes holds %d, which is not a gRPC status code", ErrInvalidConfig, uint32(c))
 		}
 		nonFatal |= 1 << c
 	}
@@ -188,24 +188,14 @@ func (p HedgingPolicy) compile(limit int) (*method, error) {
 	return newMethod(attempts, nonFatal, delay, fixed, 0), nil
 }
 
-// errProbe ends checkDelay's probe call. Permanent, so that a learned
-// Delay does not learn from the probe: Do tells a Learner only about
-// primaries it accepted.
-var errProbe = hedge.Permanent(errors.New("hedgegrpc: probe"))
-
 // checkDelay reports the error hedge.Do would return, from every call,
 // for a Delay with bad settings (a Percentile with Quantile 2, say), or
 // one that max attempts would cut (a hedge.Adaptive, whose plans of two
-// hedges a max of 2 cuts). The core validates delays only inside Do, so
-// New asks Do once, with a call whose one attempt fails at once and
-// terminally, so that no hedge starts and nothing is learned: a bad
-// setting is then an error at construction, not a failure of every
-// later call.
+// hedges a max of 2 cuts): a bad setting is then an error at
+// construction, not a failure of every later call.
 func checkDelay(d hedge.Delay, max int) error {
-	_, err := hedge.Do(context.Background(), hedge.Policy[struct{}]{Delay: d, MaxAttempts: max},
-		func(context.Context) (struct{}, error) { return struct{}{}, errProbe })
-	if errors.Is(err, hedge.ErrInvalidPolicy) {
-		return err
+	if err := (hedge.Policy[struct{}]{Delay: d, MaxAttempts: max}).Validate(); err != nil {
+		return fmt.Errorf("%w (HedgingPolicy.Delay)", err)
 	}
 	return nil
 }
@@ -213,13 +203,13 @@ func checkDelay(d hedge.Delay, max int) error {
 func (t *RetryThrottling) validate() error {
 	switch r := t.TokenRatio; {
 	case t.MaxTokens <= 0 || t.MaxTokens > 1000:
-		return fmt.Errorf("%w: retryThrottling maxTokens %d is outside (0, 1000]", ErrInvalidConfig, t.MaxTokens)
+		return fmt.Errorf("%w: RetryThrottling.MaxTokens %d is outside (0, 1000]", ErrInvalidConfig, t.MaxTokens)
 	case math.IsNaN(r) || math.IsInf(r, 0) || r <= 0:
-		return fmt.Errorf("%w: retryThrottling tokenRatio %v is not above 0", ErrInvalidConfig, r)
+		return fmt.Errorf("%w: RetryThrottling.TokenRatio %v is not above 0", ErrInvalidConfig, r)
 	case math.Round(r*1000)/1000 != r:
 		// m/1000 is correctly rounded, so it equals r exactly when r is
 		// the double nearest a decimal of three places, as JSON's 0.1 is.
-		return fmt.Errorf("%w: retryThrottling tokenRatio %v has more than three decimals", ErrInvalidConfig, r)
+		return fmt.Errorf("%w: RetryThrottling.TokenRatio %v has more than three decimals", ErrInvalidConfig, r)
 	}
 	return nil
 }

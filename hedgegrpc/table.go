@@ -1,6 +1,7 @@
 package hedgegrpc
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -29,8 +30,8 @@ type method struct {
 	// signal: from then on, the attempts of its tied calls watch their
 	// headers (invokeTied).
 	signals atomic.Bool
-	// guard is the policy's Delay when it is a hedge.Budget and a
-	// hedge.Releaser too, as a hedge.Adaptive is: it then bounds the
+	// guard is the policy's Delay when it is a hedge.Budget with a
+	// Release method too, as a hedge.Adaptive is: it then bounds the
 	// method's attempts beside the token bucket. Nil otherwise.
 	guard guard
 }
@@ -39,7 +40,7 @@ type method struct {
 // that keeps its own bound, as hedge.Adaptive does, is besides.
 type guard interface {
 	hedge.Budget
-	hedge.Releaser
+	Release(ctx context.Context, k int)
 }
 
 // unhedged is the method of a call that no name hedges and no entry of
@@ -128,7 +129,7 @@ func compile(cfg Config, entries map[string]entry, prev *table) (*table, error) 
 	case limit == 0:
 		limit = DefaultMaxAttemptsLimit
 	case limit < 2 || limit > hedge.MaxAttemptsLimit:
-		return nil, fmt.Errorf("%w: MaxAttemptsLimit %d is outside 2..%d", ErrInvalidConfig, limit, hedge.MaxAttemptsLimit)
+		return nil, fmt.Errorf("%w: Config.MaxAttemptsLimit %d is outside 2..%d", ErrInvalidConfig, limit, hedge.MaxAttemptsLimit)
 	}
 	t := &table{}
 	if r := cfg.RetryThrottling; r != nil {
@@ -139,8 +140,8 @@ func compile(cfg Config, entries map[string]entry, prev *table) (*table, error) 
 		if prev != nil && prev.bucket != nil && prev.throttling == *r {
 			t.bucket = prev.bucket
 		} else {
-			b, err := hedge.NewTokenBucket(r.MaxTokens, r.TokenRatio)
-			if err != nil {
+			b := &hedge.TokenBucket{MaxTokens: r.MaxTokens, TokenRatio: r.TokenRatio}
+			if err := (hedge.Policy[struct{}]{Budget: b}).Validate(); err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 			}
 			t.bucket = b

@@ -108,8 +108,13 @@ type delay struct{ shared hedge.Delay } // nil: the route's own
 // delay that does not learn keeps hedge.Do from timing the primary.
 type learner struct{ delay }
 
+// learning is a hedge.Delay that learns, as hedge.Delay's doc says.
+type learning interface {
+	Learn(ctx context.Context, primary time.Duration, complete bool)
+}
+
 func wrapDelay(shared hedge.Delay) hedge.Delay {
-	if _, ok := shared.(hedge.Learner); ok || shared == nil {
+	if _, ok := shared.(learning); ok || shared == nil {
 		return learner{delay{shared}}
 	}
 	return delay{shared}
@@ -132,7 +137,7 @@ func (d delay) Next(ctx context.Context, k int) time.Duration {
 }
 
 func (d learner) Learn(ctx context.Context, primary time.Duration, complete bool) {
-	if l, ok := d.inner(callOf(ctx)).(hedge.Learner); ok {
+	if l, ok := d.inner(callOf(ctx)).(learning); ok {
 		l.Learn(ctx, primary, complete)
 	}
 }

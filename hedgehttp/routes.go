@@ -50,15 +50,15 @@ func newRoutes(patterns []string, max int, own bool, shared hedge.Budget) (*rout
 	rs.hosts.Store(&map[hostKey]*route{})
 	rs.other = rs.newRoute(otherRoute)
 	if max < 0 {
-		return rs, fmt.Errorf("hedgehttp: negative MaxRoutes %d", max)
+		return rs, fmt.Errorf("%w: Transport.MaxRoutes %d is negative", hedge.ErrInvalidPolicy, max)
 	}
 	if len(patterns) == 0 {
 		return rs, nil
 	}
 	rs.mux = http.NewServeMux()
 	rs.patterns = make(map[string]*route, len(patterns))
-	for _, p := range patterns {
-		if err := register(rs.mux, p); err != nil {
+	for i, p := range patterns {
+		if err := register(rs.mux, i, p); err != nil {
 			return rs, err
 		}
 		rs.patterns[p] = rs.newRoute(p)
@@ -66,11 +66,12 @@ func newRoutes(patterns []string, max int, own bool, shared hedge.Budget) (*rout
 	return rs, nil
 }
 
-// register adds a pattern to mux, which panics on one it rejects.
-func register(mux *http.ServeMux, pattern string) (err error) {
+// register adds Routes[i], pattern, to mux, which panics on one it
+// rejects.
+func register(mux *http.ServeMux, i int, pattern string) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("hedgehttp: route %q: %v", pattern, v)
+			err = fmt.Errorf("%w: Transport.Routes[%d] %q: %v", hedge.ErrInvalidPolicy, i, pattern, v)
 		}
 	}()
 	mux.Handle(pattern, http.NotFoundHandler())

@@ -138,10 +138,7 @@ func runLoad(t *testing.T, u upstream, l load) loadResult {
 			tr.MaxAttempts = 2
 		}
 		if l.bucket {
-			b, err := hedge.NewTokenBucket(10, 0.1)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := &hedge.TokenBucket{MaxTokens: 10, TokenRatio: 0.1}
 			tr.Budget = b
 		}
 		var (

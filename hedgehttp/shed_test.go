@@ -467,10 +467,7 @@ func TestShedderInVirtualTime(t *testing.T) {
 	bucket := func() hedge.Budget {
 		// Two failures leave a third, and a success refills a tenth of a
 		// token: the next call does not hedge.
-		b, err := hedge.NewTokenBucket(3, 0.1)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := &hedge.TokenBucket{MaxTokens: 3, TokenRatio: 0.1}
 		return b
 	}
 	tests := []struct {

@@ -15,8 +15,6 @@
 package hedgehttp
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -51,7 +49,8 @@ import (
 // off.
 //
 // A Transport is safe for concurrent use. Set its fields before its first
-// request; it reads some of them once, and must not be copied after.
+// request, or its first Validate; it reads some of them once, and must
+// not be copied after.
 type Transport struct {
 	// Base sends every attempt. Nil means http.DefaultTransport. It gets
 	// each attempt as a request of its own whose context carries
@@ -76,8 +75,8 @@ type Transport struct {
 	// MaxAttempts bounds the attempts of one request, the first included.
 	// 0 means 3 with the routes' own delays (what their plans may send),
 	// and 2 with a Delay set here; 1 turns hedging off and passes every request through;
-	// values outside 0..hedge.MaxAttemptsLimit make RoundTrip fail with an
-	// error wrapping hedge.ErrInvalidPolicy.
+	// values outside 0..hedge.MaxAttemptsLimit make Validate and every
+	// hedged RoundTrip fail with an error wrapping hedge.ErrInvalidPolicy.
 	MaxAttempts int
 
 	// Budget bounds the extra attempts across requests, and can be shared
@@ -101,7 +100,8 @@ type Transport struct {
 	// "api.example.com/export/", that each get their own delay and stats,
 	// so that a slow export does not skew a fast lookup on the same host.
 	// A request that matches none falls back to its method and host. A
-	// pattern ServeMux rejects makes every hedged RoundTrip fail.
+	// pattern ServeMux rejects makes Validate and every hedged RoundTrip
+	// fail.
 	Routes []string
 
 	// MaxRoutes bounds how many method-and-host routes get a delay and
@@ -290,23 +290,8 @@ func (t *Transport) init() {
 	default:
 		t.header, t.numberFirst = t.AttemptHeader, true
 	}
-	if t.Delay != nil && t.err == nil {
-		t.err = validate(t.Delay)
+	if t.err == nil {
+		t.err = t.check()
 	}
 	t.delay = wrapDelay(t.Delay)
-}
-
-var errProbe = errors.New("hedgehttp: probe")
-
-// validate reports a Delay that Do would reject. Do checks the delays of
-// its own package only when it gets them directly, and the Transport
-// wraps them, so it asks Do once, up front, with a call that never
-// reaches a delay or teaches a learner.
-func validate(d hedge.Delay) error {
-	_, err := hedge.Do(context.Background(), hedge.Policy[struct{}]{Delay: d, MaxAttempts: 1},
-		func(context.Context) (struct{}, error) { return struct{}{}, hedge.Permanent(errProbe) })
-	if errors.Is(err, errProbe) {
-		return nil
-	}
-	return err
 }

@@ -307,7 +307,7 @@ func TestStats(t *testing.T) {
 		want   hedge.Snapshot
 	}{
 		{"hedge wins", nil, hedge.Snapshot{Calls: 1, Attempts: 2, Hedged: 1, Wins: [hedge.MaxAttemptsLimit]int64{1: 1}}},
-		{"budget refuses", &hedge.InflightLimit{}, hedge.Snapshot{Calls: 1, Attempts: 1, Wins: [hedge.MaxAttemptsLimit]int64{0: 1}, BudgetRefusals: 1}},
+		{"budget refuses", fullLimit(), hedge.Snapshot{Calls: 1, Attempts: 1, Wins: [hedge.MaxAttemptsLimit]int64{0: 1}, BudgetRefusals: 1}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -380,19 +380,32 @@ func TestClassifierPanicClosesResponse(t *testing.T) {
 	tr.RoundTrip(get(t, "http://upstream.test/"))
 }
 
-// Settings RoundTrip cannot run with fail every hedged request, closing
-// its body, without calling Base.
+// fullLimit returns an InflightLimit whose one permit is taken: it refuses
+// every hedge.
+func fullLimit() *hedge.InflightLimit {
+	l := &hedge.InflightLimit{Max: 1}
+	l.Allow(context.Background(), 1)
+	return l
+}
+
+// Settings RoundTrip cannot run with fail Validate, and every hedged
+// request with the same error, which names the field, closing its body,
+// without calling Base.
 func TestInvalidSettings(t *testing.T) {
 	for _, tt := range []struct {
-		name string
-		tr   *hedgehttp.Transport
-		want error // nil: any error
+		name  string
+		tr    *hedgehttp.Transport
+		field string // what the error names
 	}{
-		{"Percentile out of range", &hedgehttp.Transport{Delay: &hedge.Percentile{Quantile: 2}}, hedge.ErrInvalidPolicy},
-		{"MaxAttempts over the limit", &hedgehttp.Transport{MaxAttempts: hedge.MaxAttemptsLimit + 1}, hedge.ErrInvalidPolicy},
-		{"negative MaxRoutes", &hedgehttp.Transport{MaxRoutes: -1}, nil},
-		{"bad pattern", &hedgehttp.Transport{Routes: []string{"GET /{"}}, nil},
-		{"conflicting patterns", &hedgehttp.Transport{Routes: []string{"GET /a", "GET /a"}}, nil},
+		{"Percentile out of range", &hedgehttp.Transport{Delay: &hedge.Percentile{Quantile: 2}}, "Percentile.Quantile 2"},
+		{"Adaptive cut by MaxAttempts", &hedgehttp.Transport{Delay: &hedge.Adaptive{}, MaxAttempts: 2}, "(Transport.Delay)"},
+		{"the routes' Adaptive cut by MaxAttempts", &hedgehttp.Transport{MaxAttempts: 2}, "(Transport.MaxAttempts)"},
+		{"MaxAttempts over the limit", &hedgehttp.Transport{MaxAttempts: hedge.MaxAttemptsLimit + 1}, "Transport.MaxAttempts 11"},
+		{"negative MaxAttempts", &hedgehttp.Transport{MaxAttempts: -1}, "Transport.MaxAttempts -1"},
+		{"Budget out of range", &hedgehttp.Transport{Budget: &hedge.RatioBudget{Ratio: -1}}, "RatioBudget.Ratio -1"},
+		{"negative MaxRoutes", &hedgehttp.Transport{MaxRoutes: -1}, "Transport.MaxRoutes -1"},
+		{"bad pattern", &hedgehttp.Transport{Routes: []string{"GET /{"}}, `Transport.Routes[0] "GET /{"`},
+		{"conflicting patterns", &hedgehttp.Transport{Routes: []string{"GET /a", "GET /a"}}, `Transport.Routes[1] "GET /a"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			called := false
@@ -401,18 +414,35 @@ func TestInvalidSettings(t *testing.T) {
 				called = true
 				return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
 			})
+			verr := tr.Validate()
+			if !errors.Is(verr, hedge.ErrInvalidPolicy) || !strings.Contains(verr.Error(), tt.field) {
+				t.Errorf("Validate = %v, want an error wrapping hedge.ErrInvalidPolicy that names %s", verr, tt.field)
+			}
 			body := &fakeBody{Reader: bytes.NewReader([]byte("x"))}
 			req, _ := http.NewRequest(http.MethodPut, "http://upstream.test/", body)
 			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("x")), nil }
 			req.Header.Set("Idempotency-Key", "k")
 			_, err := tr.RoundTrip(req)
-			if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) || called {
-				t.Errorf("RoundTrip = %v (Base called: %v), want an error wrapping %v", err, called, tt.want)
+			if err == nil || verr == nil || err.Error() != verr.Error() || called {
+				t.Errorf("RoundTrip = %v (Base called: %v), want Validate's error", err, called)
 			}
 			if n := body.closes.Load(); n != 1 {
 				t.Errorf("request body closed %d times, want 1", n)
 			}
 		})
+	}
+}
+
+// The zero Transport, and one set up as a service would, are valid.
+func TestValidSettings(t *testing.T) {
+	for name, tr := range map[string]*hedgehttp.Transport{
+		"zero":     {},
+		"budgeted": {Routes: []string{"GET /users/{id}"}, MaxAttempts: 3, Budget: hedge.AllOf(&hedge.RatioBudget{}, &hedge.Breaker{Key: hedgehttp.Route})},
+		"fixed":    {Delay: hedge.Fixed(-1), MaxAttempts: 2},
+	} {
+		if err := tr.Validate(); err != nil {
+			t.Errorf("%s: Validate = %v, want nil", name, err)
+		}
 	}
 }
 

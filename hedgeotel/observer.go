@@ -273,8 +273,8 @@ func (o *Observer) collect(ctx context.Context, obs metric.Observer) error {
 	return o.observeDelays(ctx, obs)
 }
 
-// BreakerOpened counts one opening of a breaker for key: pass it as a
-// hedge.BreakerConfig's OnOpen, whose Key should then be the Observer's.
+// BreakerOpened counts one opening of a breaker for key: pass it as
+// a hedge.Breaker's OnOpen, whose Key should then be the Observer's.
 // The breaker's shared overflow breaker reports one of its keys.
 func (o *Observer) BreakerOpened(key string) {
 	if o == nil || o.keys == nil {

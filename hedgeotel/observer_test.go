@@ -193,7 +193,9 @@ func TestObserverRecordsCalls(t *testing.T) {
 		reader, obs := newReader(t, hedgeotel.WithKey(routeOf))
 		p := hedge.Policy[int]{Delay: hedge.Fixed(10 * ms), MaxAttempts: 3, Observer: obs}
 		refusing := p
-		refusing.Budget = &hedge.InflightLimit{} // the zero value refuses every hedge
+		full := &hedge.InflightLimit{Max: 1}
+		full.Allow(t.Context(), 1) // its one permit taken: it refuses every hedge
+		refusing.Budget = full
 		short := p
 		short.Timeout = 12 * ms // at 10ms, less than half the delay is left
 		retryable := errors.New("retryable")
@@ -458,10 +460,7 @@ func TestDelayGauge(t *testing.T) {
 func TestBreakerOpens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, obs := newReader(t, hedgeotel.WithKey(routeOf))
-		breaker, err := hedge.NewBreaker(hedge.BreakerConfig{Key: routeOf, Samples: 2, OnOpen: obs.BreakerOpened})
-		if err != nil {
-			t.Fatal(err)
-		}
+		breaker := &hedge.Breaker{Key: routeOf, Samples: 2, OnOpen: obs.BreakerOpened}
 		p := hedge.Policy[int]{Budget: breaker, Delay: hedge.Fixed(time.Hour)}
 		failing := script(step{after: ms, err: hedge.Permanent(errors.New("down"))})
 		for _, route := range []string{"a", "a", "b"} {

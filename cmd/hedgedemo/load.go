@@ -58,18 +58,9 @@ func loadPolicies(delay time.Duration) []loadPolicy {
 		// half the primaries fail, and the ratio caps the extra attempts
 		// at a fifth of the calls (plus one a second).
 		{"Percentile{0.9}, budgeted", func(onOpen func(string)) (*hedgehttp.Transport, error) {
-			win, err := hedge.NewWinRateBudget(hedge.WinRateConfig{})
-			if err != nil {
-				return nil, err
-			}
-			breaker, err := hedge.NewBreaker(hedge.BreakerConfig{OnOpen: onOpen})
-			if err != nil {
-				return nil, err
-			}
-			ratio, err := hedge.NewRatioBudget(0.2, 1, 10*time.Second, nil)
-			if err != nil {
-				return nil, err
-			}
+			win := &hedge.WinRateBudget{}
+			breaker := &hedge.Breaker{OnOpen: onOpen}
+			ratio := &hedge.RatioBudget{Ratio: 0.2, MinPerSecond: 1, Window: 10 * time.Second}
 			return &hedgehttp.Transport{Delay: &hedge.Percentile{Quantile: 0.9}, MaxAttempts: 3,
 				Budget: hedge.AllOf(win, breaker, ratio)}, nil
 		}},

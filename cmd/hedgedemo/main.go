@@ -246,18 +246,9 @@ func newPolicy(attempts int, delay hedge.Delay, timeout time.Duration) hedge.Pol
 // winning, none while half the primaries fail, and at most a fifth more
 // attempts than calls.
 func budgeted(p hedge.Policy[*http.Response]) hedge.Policy[*http.Response] {
-	win, err := hedge.NewWinRateBudget(hedge.WinRateConfig{})
-	if err != nil {
-		panic(err) // the defaults are valid
-	}
-	breaker, err := hedge.NewBreaker(hedge.BreakerConfig{})
-	if err != nil {
-		panic(err)
-	}
-	ratio, err := hedge.NewRatioBudget(0.2, 1, 10*time.Second, nil)
-	if err != nil {
-		panic(err)
-	}
+	win := &hedge.WinRateBudget{}
+	breaker := &hedge.Breaker{}
+	ratio := &hedge.RatioBudget{Ratio: 0.2, MinPerSecond: 1, Window: 10 * time.Second}
 	p.Budget = hedge.AllOf(win, breaker, ratio)
 	return p
 }

@@ -36,10 +36,7 @@ func (r *replicas) fetch(ctx context.Context) (string, error) {
 // retries at once, to keep the example instant.
 func Example() {
 	ctx := context.Background()
-	budget, err := hedge.NewTokenBucket(10, 0.1)
-	if err != nil {
-		panic(err)
-	}
+	budget := &hedge.TokenBucket{MaxTokens: 10, TokenRatio: 0.1}
 	policy := hedge.Policy[string]{Budget: budget}
 	up := &replicas{names: []string{"a", "b", "c"}, down: map[string]bool{"a": true}}
 
@@ -64,10 +61,7 @@ func (f observer) Observe(_ context.Context, r hedge.Report) { f(r) }
 // neither adds load to a struggling upstream.
 func Example_sharedBucket() {
 	ctx := context.Background()
-	budget, err := hedge.NewTokenBucket(6, 1)
-	if err != nil {
-		panic(err)
-	}
+	budget := &hedge.TokenBucket{MaxTokens: 6, TokenRatio: 1}
 	var report hedge.Report
 	policy := hedge.Policy[string]{
 		Delay:    hedge.Fixed(0), // hedge at once, to keep the example instant
@@ -83,7 +77,7 @@ func Example_sharedBucket() {
 	}
 
 	// The upstream is down: the retry loop spends half of the bucket...
-	_, err = retry()
+	_, err := retry()
 	fmt.Printf("retry loop: %v: %v; tokens %.1f\n", up.sent, err, budget.Tokens())
 
 	// ...so hedge.Do may not hedge either.

@@ -15,10 +15,7 @@ import (
 // loop.
 func Example_retryGo() {
 	ctx := context.Background()
-	budget, err := hedge.NewRatioBudget(0.5, 1, 10*time.Second, nil)
-	if err != nil {
-		panic(err)
-	}
+	budget := &hedge.RatioBudget{Ratio: 0.5, MinPerSecond: 1, Window: 10 * time.Second}
 	policy := hedge.Policy[string]{Budget: budget}
 	up := &replicas{names: []string{"a", "b", "c"}, down: map[string]bool{"a": true, "b": true}}
 

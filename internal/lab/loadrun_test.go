@@ -16,10 +16,7 @@ import (
 // start together on two replicas and take the same service time.
 func TestRunLoadIsExact(t *testing.T) {
 	planner := Contender{Name: "Planner + budget", Policy: func() hedge.Policy[int] {
-		b, err := hedge.NewRatioBudget(0.2, 1, 10*time.Second, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := &hedge.RatioBudget{Ratio: 0.2, MinPerSecond: 1, Window: 10 * time.Second}
 		return hedge.Policy[int]{Delay: &hedge.Planner{Load: 0.2, Window: 400}, MaxAttempts: 3, Budget: b}
 	}}
 	for _, tc := range []struct {
