@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -491,6 +492,14 @@ func (g *grantLog) hear(k int) {
 	g.heard[k]++
 }
 
+// counts is a copy of what the budget heard, read under its lock: a tied
+// attempt's Release may run on a goroutine of its own.
+func (g *grantLog) counts() map[int]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return maps.Clone(g.heard)
+}
+
 // Every attempt of a call starts at one instant and reports its start at
 // once, in whatever order the goroutines run, and answers or is tied in
 // the same instant (a tie may come before an attempt's fn ran at all):
@@ -532,7 +541,7 @@ func TestStartedRacesWithAnswers(t *testing.T) {
 				t.Fatalf("call %d: Do = %d, %v, report's winner %d, discarded %v, produced %v", i, v, err, r.Winner, discarded, produced)
 			}
 			mu.Unlock()
-			if diff := cmp.Diff(map[int]int{0: 1, 1: 1, 2: 1, 3: 1}, b.heard); diff != "" {
+			if diff := cmp.Diff(map[int]int{0: 1, 1: 1, 2: 1, 3: 1}, b.counts()); diff != "" {
 				t.Fatalf("call %d: the budget heard, per attempt (-want +got)\n%s", i, diff)
 			}
 			tied += r.Tied
