@@ -118,7 +118,7 @@ func TestGate(t *testing.T) {
 	}, {
 		name: "the default HedgeWait",
 		gate: &admit.Gate{Limit: 1},
-		reqs: []request{{at: 0, work: 50 * ms}, {at: 1 * ms, hedge: true}},
+		reqs: []request{{at: 0, work: 2 * admit.DefaultHedgeWait}, {at: 1 * ms, hedge: true}},
 		want: []string{"0s start", fmt.Sprint(ms+admit.DefaultHedgeWait, " ", shed)},
 	}, {
 		name: "a hedge never waits with a negative HedgeWait",
