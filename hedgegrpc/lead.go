@@ -71,6 +71,13 @@ type primary struct {
 	// hedge handed the race to hedge.Do, which then hears of the start.
 	began     bool
 	following context.Context
+	// startedFirst: the primary's server had signalled its start before
+	// the race was handed over. Set before hedge.Do starts; read-only
+	// after. The race's hedges then neither ask for the signal nor hear
+	// it: Do learns of the primary's start only once its attempt 0 runs,
+	// and a hedge it started at once would be tied by a start that came
+	// before the hedge was sent.
+	startedFirst bool
 }
 
 // handoff is the race a hedge started while the primary ran.
@@ -299,6 +306,9 @@ func (c *call) handOff(first time.Duration) (*unaryAttempt, error) {
 	if p.Observer != nil {
 		p.Observer = &shifted{p.Observer, since, c.refusals, c.skips}
 	}
+	c.mu.Lock()
+	c.startedFirst = c.began
+	c.mu.Unlock()
 	return c.race(p)
 }
 
@@ -312,8 +322,10 @@ func (c *call) follow(ctx context.Context) (*unaryAttempt, error) {
 	c.following = ctx
 	began := c.began
 	c.mu.Unlock()
-	if began && h != nil {
-		hedge.Started(ctx) // the primary started before the race was handed over, and runs
+	if began && h != nil && !c.startedFirst {
+		// The primary's start came after the handover, after the
+		// hedges that asked: those still queued are tied.
+		hedge.Started(ctx)
 	}
 	if h != nil {
 		select {

@@ -186,10 +186,11 @@ func (c *call) attempt(ctx context.Context) (*unaryAttempt, error) {
 	a := &unaryAttempt{reply: c.replyType.New().Interface()}
 	// A slice per attempt: attempts appending to the shared c.opts would
 	// race for its spare capacity.
-	opts := c.ask(make([]grpc.CallOption, 0, len(c.opts)+3), c.opts, a, !c.untied)
+	untied := c.untied || c.startedFirst
+	opts := c.ask(make([]grpc.CallOption, 0, len(c.opts)+3), c.opts, a, !untied)
 	var err error
 	switch {
-	case c.untied:
+	case untied:
 		err = c.invoker(withPreviousAttempts(ctx, k), c.method, c.req, a.reply, c.cc, opts...)
 	case c.m.signals.Load():
 		err = c.invokeTied(askStart(ctx, k), c.req, a.reply, opts, false)
