@@ -74,7 +74,7 @@ var peerSetups = []peerSetup{
 	{"&hedgehttp.Transport{}", func(base http.RoundTripper) (http.RoundTripper, error) {
 		return &hedgehttp.Transport{Base: base}, nil
 	}},
-	{"the README's production recipe", func(base http.RoundTripper) (http.RoundTripper, error) {
+	{"Percentile{0.9} + 3 budgets", func(base http.RoundTripper) (http.RoundTripper, error) {
 		win := &hedge.WinRateBudget{Key: hedgehttp.Route}
 		breaker := &hedge.Breaker{Key: hedgehttp.Route}
 		ratio := &hedge.RatioBudget{Ratio: 0.2, MinPerSecond: 1, Window: 10 * time.Second}
