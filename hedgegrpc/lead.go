@@ -387,7 +387,7 @@ func (c *call) hedgeStarted(ctx context.Context) {
 		select {
 		case <-h.followed:
 		case <-ctx.Done():
-			return // the call was decided: the start ties nothing
+			return // the attempt was cancelled, and its start ties nothing
 		}
 	}
 	hedge.Started(ctx)
