@@ -83,11 +83,15 @@ type primary struct {
 // handoff is the race a hedge started while the primary ran.
 type handoff struct {
 	ended chan struct{} // closed once the primary's invoker returned, or broke
-	done  chan struct{} // closed once hedge.Do returned, or broke
-	a     *unaryAttempt // what hedge.Do returned
-	err   error
-	panic any  // what hedge.Do panicked with
-	exit  bool // hedge.Do called runtime.Goexit
+	// followed is closed once attempt 0 follows the primary (follow),
+	// having told hedge.Do of a start that came before: a hedge reports
+	// its own start only then (hedgeStarted).
+	followed chan struct{}
+	done     chan struct{} // closed once hedge.Do returned, or broke
+	a        *unaryAttempt // what hedge.Do returned
+	err      error
+	panic    any  // what hedge.Do panicked with
+	exit     bool // hedge.Do called runtime.Goexit
 }
 
 // cutShort is what follow returns for a primary whose call was decided
@@ -264,7 +268,7 @@ func (c *call) due() {
 		c.mu.Unlock()
 		return
 	}
-	h := &handoff{ended: make(chan struct{}), done: make(chan struct{})}
+	h := &handoff{ended: make(chan struct{}), followed: make(chan struct{}), done: make(chan struct{})}
 	c.h, c.state = h, handedOff
 	c.mu.Unlock()
 	returned := false
@@ -328,6 +332,7 @@ func (c *call) follow(ctx context.Context) (*unaryAttempt, error) {
 		hedge.Started(ctx)
 	}
 	if h != nil {
+		close(h.followed)
 		select {
 		case <-h.ended:
 		case <-ctx.Done():
@@ -365,6 +370,27 @@ func (c *call) leadStarted() {
 	if ctx != nil {
 		hedge.Started(ctx)
 	}
+}
+
+// hedgeStarted reports to hedge.Do that attempt ctx, a hedge, has
+// started. In a race handed over by a primary that still runs, it waits
+// first for attempt 0 to follow the primary, or for ctx to end: Do
+// cancels an attempt that a tie finds claimed but not yet running
+// without ever calling it, and the primary's RPC, whose context only
+// follow ends, would then wait in its server's queue until the call
+// ended, and could run there.
+func (c *call) hedgeStarted(ctx context.Context) {
+	c.mu.Lock()
+	h := c.h
+	c.mu.Unlock()
+	if h != nil {
+		select {
+		case <-h.followed:
+		case <-ctx.Done():
+			return // the attempt was cancelled, and its start ties nothing
+		}
+	}
+	hedge.Started(ctx)
 }
 
 // afterLead is the Delay of a race handed over by a primary: first for

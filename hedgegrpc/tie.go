@@ -5,8 +5,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-
-	"github.com/tailcut/hedge"
 )
 
 // The start signal of tied hedges: an attempt asks for it with TieKey in
@@ -55,7 +53,7 @@ func (c *call) invokeTied(ctx context.Context, req, reply any, opts []grpc.CallO
 		if lead {
 			c.leadStarted() // the primary on the caller's goroutine: ctx is not Do's
 		} else {
-			hedge.Started(ctx)
+			c.hedgeStarted(ctx)
 		}
 	}
 	return cs.RecvMsg(reply)
