@@ -67,7 +67,7 @@ func layers(b *testing.B, req *http.Request, base func(*testing.B) http.RoundTri
 		roundTrip(b, rt)
 	})
 	b.Run("hedgehttp", func(b *testing.B) {
-		tr := &hedgehttp.Transport{Base: base(b), MaxAttempts: 2}
+		tr := &hedgehttp.Transport{Base: base(b)}
 		roundTrip(b, tr)
 		var hedged int64
 		for _, s := range tr.Stats() {
