@@ -80,8 +80,9 @@ func Auto[T any]() Policy[T] {
 // is ready to use: one key, an extra-load bound of 0.1, real time. An
 // Adaptive is safe for concurrent use; its fields are read once, on
 // first use, and it must not be copied after. A Policy whose MaxAttempts
-// is 0 follows the plan: up to 3 attempts. A MaxAttempts of 2 would cut
-// the plans of two hedges, so Do rejects it; 1 still turns hedging off.
+// is 0 follows the plan: up to 1 + MaxHedges attempts. A MaxAttempts
+// below that would cut plans made for more hedges than it lets run, so
+// Do rejects it (set MaxHedges instead); 1 still turns hedging off.
 // Do reports a bad setting as an error wrapping ErrInvalidPolicy from
 // every call, without calling fn.
 //
@@ -100,6 +101,9 @@ type Adaptive struct {
 	// the hard bound on them: in [0, 2]. 0 means 0.1. (Use MaxAttempts 1
 	// to turn hedging off.)
 	Load float64
+	// MaxHedges is the most hedges a plan may send in one call: 1 or 2.
+	// 0 means 2. With 1, every plan is one hedge at its best delay.
+	MaxHedges int
 	// Clock is the time source of the breaker and of the watch on the
 	// calls' rate. Nil means real time.
 	Clock clock.Clock
@@ -128,6 +132,7 @@ const (
 type adaptiveState struct {
 	err       error
 	load      float64
+	hedges    int   // MaxHedges, its default worked out
 	loadMilli int64 // Load in thousandths of an attempt, rounded down
 	boundMax  int64 // the most a key's bound holds: boundCalls × Load
 	clk       clock.Clock
@@ -217,17 +222,22 @@ func (a *Adaptive) validate(_ context.Context, maxAttempts int) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
-	if maxAttempts > 1 && maxAttempts <= adaptiveMaxHedges {
-		return 0, fmt.Errorf("%w: MaxAttempts %d cuts the Adaptive's plans of up to %d hedges; leave it 0 to follow them", ErrInvalidPolicy, maxAttempts, adaptiveMaxHedges)
+	if maxAttempts > 1 && maxAttempts <= s.hedges {
+		return 0, fmt.Errorf("%w: MaxAttempts %d cuts the Adaptive's plans of up to %d hedges; leave it 0 to follow them, or set Adaptive.MaxHedges %d", ErrInvalidPolicy, maxAttempts, s.hedges, maxAttempts-1)
 	}
-	return 1 + adaptiveMaxHedges, nil
+	return 1 + s.hedges, nil
 }
 
 func (a *Adaptive) load() *adaptiveState { return loadState(&a.state, a.newState) }
 
 func (a *Adaptive) newState() *adaptiveState {
-	s := &adaptiveState{load: orDefault(a.Load, defaultLoad), clk: a.Clock}
+	s := &adaptiveState{load: orDefault(a.Load, defaultLoad), hedges: adaptiveMaxHedges, clk: a.Clock}
+	if a.MaxHedges > 0 {
+		s.hedges = a.MaxHedges
+	}
 	switch {
+	case a.MaxHedges < 0 || a.MaxHedges > adaptiveMaxHedges:
+		s.err = fmt.Errorf("%w: Adaptive.MaxHedges %d is outside [0, %d]", ErrInvalidPolicy, a.MaxHedges, adaptiveMaxHedges)
 	case math.IsNaN(a.Load) || a.Load < 0 || a.Load > adaptiveMaxLoad:
 		s.err = fmt.Errorf("%w: Adaptive.Load %v is outside [0, %d]", ErrInvalidPolicy, a.Load, adaptiveMaxLoad)
 	case a.MaxKeys < 0:

@@ -46,7 +46,7 @@ const boundCalls = 1000
 func (s *adaptiveState) newKey(key string) *adaptiveKey {
 	k := &adaptiveKey{s: s, key: key}
 	// The settings are valid: newState checked Load.
-	k.plan = (&Planner{Load: s.load, MaxHedges: adaptiveMaxHedges, Window: adaptiveSamples}).newState()
+	k.plan = (&Planner{Load: s.load, MaxHedges: s.hedges, Window: adaptiveSamples}).newState()
 	k.plan.plan.Store(&noPlan) // no hedge before the upstream is known
 	// The bound starts empty: the first hedges are paid for by the first calls.
 	s.win.initCredit(&k.win)

@@ -54,6 +54,9 @@ func TestAdaptiveBadSettings(t *testing.T) {
 		{"NaN Load", func() *hedge.Adaptive { return &hedge.Adaptive{Load: nan} }, 0, false},
 		{"infinite Load", func() *hedge.Adaptive { return &hedge.Adaptive{Load: inf} }, 0, false},
 		{"negative MaxKeys", func() *hedge.Adaptive { return &hedge.Adaptive{MaxKeys: -1} }, 0, false},
+		{"MaxAttempts 2 with MaxHedges 1", func() *hedge.Adaptive { return &hedge.Adaptive{MaxHedges: 1} }, 2, true},
+		{"negative MaxHedges", func() *hedge.Adaptive { return &hedge.Adaptive{MaxHedges: -1} }, 0, false},
+		{"MaxHedges above 2", func() *hedge.Adaptive { return &hedge.Adaptive{MaxHedges: 3} }, 0, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ran := false
@@ -299,6 +302,18 @@ func TestAdaptiveBreakerOpensOnAHungUpstream(t *testing.T) {
 			t.Error("/fine: a retry refused")
 		}
 	})
+}
+
+// On the 90/10 upstream a bound of 0.3 affords the plan of two hedges,
+// which MaxHedges 1 caps at one.
+func TestAdaptiveMaxHedges(t *testing.T) {
+	for _, tt := range []struct{ max, want int }{{0, 2}, {1, 1}, {2, 2}} {
+		a := &hedge.Adaptive{Load: 0.3, MaxHedges: tt.max, Clock: clock.NewMock()}
+		learn90(a, 0, 3000, 1)
+		if plan := a.Plan(context.Background()); plan.Hedges != tt.want {
+			t.Errorf("MaxHedges %d: plan %+v, want %d hedges", tt.max, plan, tt.want)
+		}
+	}
 }
 
 // Through Do on the 90/10 upstream, one call after another: no hedge

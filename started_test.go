@@ -521,9 +521,17 @@ func TestStartedRacesWithAnswers(t *testing.T) {
 				Observer: hedge.ObserverFunc(func(_ context.Context, got hedge.Report) { r = got }),
 			}
 			v, err := hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
-				if i%2 == 0 {
+				switch {
+				case i%3 == 2:
+					// Only the primary reports a start, once every attempt
+					// is in flight: the others are tied, whatever the order.
+					if hedge.Attempt(ctx) == 0 {
+						time.Sleep(ms)
+						hedge.Started(ctx)
+					}
+				case i%2 == 0:
 					hedge.Started(ctx)
-				} else {
+				default:
 					go hedge.Started(ctx) // as a transport does, on a goroutine of its own
 				}
 				time.Sleep(10 * ms) // runs on when tied: the work cannot be stopped

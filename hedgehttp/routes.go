@@ -29,11 +29,12 @@ type hostKey struct{ method, host string }
 // to max, into a map that is copied on write, so that finding one takes
 // no lock.
 type routes struct {
-	mux      *http.ServeMux // nil: no patterns
-	patterns map[string]*route
-	own      bool         // each route gets its own Adaptive, as its delay and budget
-	shared   hedge.Budget // the Transport's Budget, nil if none
-	max      int
+	mux       *http.ServeMux // nil: no patterns
+	patterns  map[string]*route
+	own       bool         // each route gets its own Adaptive, as its delay and budget
+	maxHedges int          // the own Adaptives' MaxHedges
+	shared    hedge.Budget // the Transport's Budget, nil if none
+	max       int
 
 	mu    sync.Mutex // serialises additions to hosts
 	hosts atomic.Pointer[map[hostKey]*route]
@@ -42,11 +43,11 @@ type routes struct {
 
 const otherRoute = "(other)"
 
-func newRoutes(patterns []string, max int, own bool, shared hedge.Budget) (*routes, error) {
+func newRoutes(patterns []string, max int, own bool, hedges int, shared hedge.Budget) (*routes, error) {
 	if max == 0 {
 		max = 64
 	}
-	rs := &routes{own: own, shared: shared, max: max}
+	rs := &routes{own: own, maxHedges: hedges, shared: shared, max: max}
 	rs.hosts.Store(&map[hostKey]*route{})
 	rs.other = rs.newRoute(otherRoute)
 	if max < 0 {
@@ -81,7 +82,7 @@ func register(mux *http.ServeMux, i int, pattern string) (err error) {
 func (rs *routes) newRoute(name string) *route {
 	r := &route{name: name, budget: rs.shared}
 	if rs.own {
-		r.learned = &hedge.Adaptive{}
+		r.learned = &hedge.Adaptive{MaxHedges: rs.maxHedges}
 		r.delay = r.learned
 		r.budget = r.learned
 		if rs.shared != nil {

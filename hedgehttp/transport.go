@@ -74,7 +74,9 @@ type Transport struct {
 
 	// MaxAttempts bounds the attempts of one request, the first included.
 	// 0 means 3 with the routes' own delays (what their plans may send),
-	// and 2 with a Delay set here; 1 turns hedging off and passes every request through;
+	// and 2 with a Delay set here; 2 with the routes' own delays makes
+	// their plans send one hedge at most (hedge.Adaptive's MaxHedges 1);
+	// 1 turns hedging off and passes every request through;
 	// values outside 0..hedge.MaxAttemptsLimit make Validate and every
 	// hedged RoundTrip fail with an error wrapping hedge.ErrInvalidPolicy.
 	MaxAttempts int
@@ -272,12 +274,21 @@ func Idempotent(req *http.Request) bool {
 	return len(req.Header["Idempotency-Key"]) > 0
 }
 
+// ownHedges is the MaxHedges of the routes' own Adaptives: a MaxAttempts
+// of 2 asks their plans for one hedge at most; 0, their default.
+func (t *Transport) ownHedges() int {
+	if t.MaxAttempts == 2 {
+		return 1
+	}
+	return 0
+}
+
 func (t *Transport) init() {
 	t.base = t.Base
 	if t.base == nil {
 		t.base = http.DefaultTransport
 	}
-	t.routes, t.err = newRoutes(t.Routes, t.MaxRoutes, t.Delay == nil, t.Budget)
+	t.routes, t.err = newRoutes(t.Routes, t.MaxRoutes, t.Delay == nil, t.ownHedges(), t.Budget)
 	t.ties = !t.DisableTies
 	t.maxAttempts = t.MaxAttempts
 	if t.maxAttempts == 0 && t.Delay == nil {

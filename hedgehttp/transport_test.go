@@ -399,7 +399,6 @@ func TestInvalidSettings(t *testing.T) {
 	}{
 		{"Percentile out of range", &hedgehttp.Transport{Delay: &hedge.Percentile{Quantile: 2}}, "Percentile.Quantile 2"},
 		{"Adaptive cut by MaxAttempts", &hedgehttp.Transport{Delay: &hedge.Adaptive{}, MaxAttempts: 2}, "(Transport.Delay)"},
-		{"the routes' Adaptive cut by MaxAttempts", &hedgehttp.Transport{MaxAttempts: 2}, "(Transport.MaxAttempts)"},
 		{"MaxAttempts over the limit", &hedgehttp.Transport{MaxAttempts: hedge.MaxAttemptsLimit + 1}, "Transport.MaxAttempts 11"},
 		{"negative MaxAttempts", &hedgehttp.Transport{MaxAttempts: -1}, "Transport.MaxAttempts -1"},
 		{"Budget out of range", &hedgehttp.Transport{Budget: &hedge.RatioBudget{Ratio: -1}}, "RatioBudget.Ratio -1"},
@@ -436,9 +435,10 @@ func TestInvalidSettings(t *testing.T) {
 // The zero Transport, and one set up as a service would, are valid.
 func TestValidSettings(t *testing.T) {
 	for name, tr := range map[string]*hedgehttp.Transport{
-		"zero":     {},
-		"budgeted": {Routes: []string{"GET /users/{id}"}, MaxAttempts: 3, Budget: hedge.AllOf(&hedge.RatioBudget{}, &hedge.Breaker{Key: hedgehttp.Route})},
-		"fixed":    {Delay: hedge.Fixed(-1), MaxAttempts: 2},
+		"zero":      {},
+		"budgeted":  {Routes: []string{"GET /users/{id}"}, MaxAttempts: 3, Budget: hedge.AllOf(&hedge.RatioBudget{}, &hedge.Breaker{Key: hedgehttp.Route})},
+		"fixed":     {Delay: hedge.Fixed(-1), MaxAttempts: 2},
+		"one hedge": {MaxAttempts: 2}, // the routes' plans send one hedge at most
 	} {
 		if err := tr.Validate(); err != nil {
 			t.Errorf("%s: Validate = %v, want nil", name, err)

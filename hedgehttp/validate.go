@@ -36,7 +36,7 @@ func (t *Transport) check() error {
 	// each route gets, which a MaxAttempts of 2 would cut.
 	delay, field := t.Delay, "Transport.Delay"
 	if delay == nil {
-		delay, field = &hedge.Adaptive{}, "Transport.MaxAttempts"
+		delay, field = &hedge.Adaptive{MaxHedges: t.ownHedges()}, "Transport.MaxAttempts"
 	}
 	if err := (hedge.Policy[struct{}]{Delay: delay, MaxAttempts: t.maxAttempts}).Validate(); err != nil {
 		return fmt.Errorf("%w (%s)", err, field)
