@@ -256,15 +256,7 @@ func (c *call) due() {
 		c.mu.Unlock()
 		return
 	}
-	if deadline, ok := c.pctx.Deadline(); ok {
-		if left := time.Until(deadline); left <= 0 || left < c.m.fixed/2 {
-			c.skips = 1
-			c.mu.Unlock()
-			return
-		}
-	}
-	if !c.throttle.Allow(&c.ctx, 1) {
-		c.refusals = 1
+	if c.firstHedgeHeld(c.pctx, c.m.fixed, &c.ctx, &c.skips, &c.refusals) {
 		c.mu.Unlock()
 		return
 	}

@@ -356,15 +356,7 @@ func (s *stream) due() {
 		s.mu.Unlock()
 		return
 	}
-	if deadline, ok := s.pctx.Deadline(); ok {
-		if left := time.Until(deadline); left <= 0 || left < s.m.fixed/2 {
-			s.skips = 1
-			s.mu.Unlock()
-			return
-		}
-	}
-	if !s.throttle.Allow(&s.ctx, 1) {
-		s.refusals = 1
+	if s.firstHedgeHeld(s.pctx, s.m.fixed, &s.ctx, &s.skips, &s.refusals) {
 		s.mu.Unlock()
 		return
 	}

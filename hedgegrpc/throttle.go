@@ -181,3 +181,22 @@ func withPreviousAttempts(ctx context.Context, k int) context.Context {
 	}
 	return metadata.NewOutgoingContext(ctx, md)
 }
+
+// firstHedgeHeld reports whether the first hedge of a call whose primary
+// leads, due now, must not start, as hedge.Do would decide: it is
+// skipped (*skips = 1) when less than half the delay is left before
+// pctx's deadline, and refused (*refusals = 1) when the token bucket says
+// no. The caller holds its call's lock.
+func (t *throttle) firstHedgeHeld(pctx context.Context, fixed time.Duration, ctx *callCtx, skips, refusals *int) bool {
+	if deadline, ok := pctx.Deadline(); ok {
+		if left := time.Until(deadline); left <= 0 || left < fixed/2 {
+			*skips = 1
+			return true
+		}
+	}
+	if !t.Allow(ctx, 1) {
+		*refusals = 1
+		return true
+	}
+	return false
+}
