@@ -22,8 +22,14 @@ import (
 // with stream set a Watch, received to its end.
 func callAllocs(t *testing.T, stream bool, opts ...grpc.DialOption) float64 {
 	t.Helper()
+	return serverCallAllocs(t, stream, nil, opts...)
+}
+
+// serverCallAllocs is callAllocs to a server made with srv.
+func serverCallAllocs(t *testing.T, stream bool, srv []grpc.ServerOption, opts ...grpc.DialOption) float64 {
+	t.Helper()
 	lis := bufconn.Listen(1 << 16)
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(srv...)
 	healthpb.RegisterHealthServer(gs, serving{})
 	served := make(chan struct{})
 	go func() {

@@ -1,16 +1,10 @@
 package hedgegrpc_test
 
 import (
-	"context"
-	"net"
-	"slices"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/admit"
@@ -19,43 +13,10 @@ import (
 
 // checkAllocs returns the allocations of one Check on a warm channel
 // over bufconn, dialled with dial, to a server made with srv that
-// answers at once: the median of five counts, as callAllocs takes.
+// answers at once, as callAllocs counts them.
 func checkAllocs(t *testing.T, srv []grpc.ServerOption, dial ...grpc.DialOption) float64 {
 	t.Helper()
-	lis := bufconn.Listen(1 << 16)
-	gs := grpc.NewServer(srv...)
-	healthpb.RegisterHealthServer(gs, serving{})
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		gs.Serve(lis)
-	}()
-	dial = append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	conn, err := grpc.NewClient("passthrough:///bufconn", dial...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		conn.Close()
-		gs.Stop()
-		<-served
-	}()
-	client := healthpb.NewHealthClient(conn)
-	call := func() {
-		if _, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range 100 {
-		call()
-	}
-	var n [5]float64
-	for i := range n {
-		n[i] = testing.AllocsPerRun(200, call)
-	}
-	slices.Sort(n[:])
-	return n[len(n)/2]
+	return serverCallAllocs(t, false, srv, dial...)
 }
 
 // TestTiedUnaryAllocs pins what a unary call that hedge.Do races, and
