@@ -117,7 +117,9 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		return zero, ErrNilFunc
 	}
 	max, err := p.attempts()
-	if err == nil {
+	if _, self := p.Delay.(validator); err == nil && !(self && any(p.Budget) == any(p.Delay)) {
+		// An Adaptive in both fields reports its settings once, as the
+		// Delay, below.
 		err = p.checkBudget()
 	}
 	if err != nil {
