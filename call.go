@@ -100,6 +100,7 @@ type call[T any] struct {
 	// decision, which the Learner hears (learn) if it answered accepted or
 	// not at all.
 	primaryRan time.Duration
+	began      time.Duration // when the primary reported its start (see Started); 0: it did not
 	elapsed    time.Duration // from the start to the decision, when tracked
 	// seen is a clock reading taken under mu by the goroutine that holds
 	// it, for the rest of its turn to use, if hasSeen. An observed call
@@ -303,7 +304,7 @@ func (c *call[T]) due(now time.Duration) int {
 // attempt starts at it, without a second read.
 func (c *call[T]) claim(k int, seen time.Duration) *attemptCtx {
 	granted := true
-	if c.budget != nil && !c.guard(k, func() { granted = c.budget.Allow(c.parent(), c.bn(k)) }) {
+	if c.budget != nil && !c.guard(k, func() { granted = c.allow(k) }) {
 		return nil
 	}
 	d := time.Duration(-1)

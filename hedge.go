@@ -249,7 +249,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	}
 	c.val = zero // the call may outlive Do in a loser; do not pin the result
 	c.won = nil
-	learn, ran, complete, elapsed := c.learn, c.primaryRan, c.primaryDone, c.elapsed
+	learn, ran, complete, elapsed, began := c.learn, c.primaryRan, c.primaryDone, c.elapsed, c.began
 	c.mu.Unlock()
 	if unlink != nil {
 		unlink()
@@ -269,6 +269,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		if lp := c.learnSafely(ctx, ran, complete); pe == nil {
 			pe = lp
 		}
+		c.learnWait(began, ran, complete)
 	}
 	if p.Observer != nil {
 		report.Elapsed = elapsed

@@ -1,0 +1,97 @@
+package hedge_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/lab"
+)
+
+// A key of an Adaptive whose primaries spend a third or more of their
+// time waiting for a worker, as their start signals tell it, sends no
+// hedge while an attempt of the call has started: the hedge would race
+// running work, and whichever copy lost, both ran. A hedge due while the
+// primary still waits goes out, as a tie makes it cost nothing. A key
+// whose primaries start at once hedges running work, as a key that hears
+// no start signal does.
+func TestAdaptiveTiedHoldsHedgesAgainstRunningWork(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		waiting float64 // the share of its latency a primary waits before its start
+		running hedge.Report
+	}{
+		{"primaries start at once", 0, hedge.Report{Attempts: 2, Winner: 1}},
+		{"primaries wait two thirds of their time", 2.0 / 3, hedge.Report{Attempts: 1, Winner: 0, BudgetRefusals: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// A clock that stands still: calls one after another are no surge.
+				a := &hedge.Adaptive{Clock: clock.NewMock()}
+				ctx := context.Background()
+				settle(a, ctx)
+				var r hedge.Report
+				p := hedge.Policy[int]{Delay: a, Budget: a, Observer: hedge.ObserverFunc(func(_ context.Context, got hedge.Report) {
+					r = got
+				})}
+				// The 90/10 upstream, whose primaries report their start
+				// once they have waited their share of their latency.
+				for i := range 1000 {
+					hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+						d := lab.FastSlow.Latency(i, hedge.Attempt(ctx))
+						var queue time.Duration
+						if hedge.Attempt(ctx) == 0 {
+							queue = time.Duration(tc.waiting * float64(d))
+						}
+						if err := lab.Wait(ctx, queue); err != nil {
+							return -1, err
+						}
+						hedge.Started(ctx)
+						return i, lab.Wait(ctx, d-queue)
+					})
+					synctest.Wait()
+				}
+				save(a, ctx)
+				plan := a.Plan(ctx)
+				if plan.Hedges == 0 {
+					t.Fatalf("plan %+v, want hedges", plan)
+				}
+				// The primary waits (forever if negative), reports its
+				// start, and works; a hedge starts at once and answers
+				// after a millisecond.
+				probe := func(queue time.Duration) hedge.Report {
+					r = hedge.Report{}
+					hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+						k := hedge.Attempt(ctx)
+						if k > 0 {
+							hedge.Started(ctx)
+							return k, lab.Wait(ctx, ms)
+						}
+						if queue < 0 {
+							<-ctx.Done()
+							return -1, ctx.Err()
+						}
+						if err := lab.Wait(ctx, queue); err != nil {
+							return -1, err
+						}
+						hedge.Started(ctx)
+						return k, lab.Wait(ctx, 10*plan.Delay)
+					})
+					synctest.Wait()
+					return hedge.Report{Attempts: r.Attempts, Winner: r.Winner, BudgetRefusals: r.BudgetRefusals}
+				}
+				if diff := cmp.Diff(tc.running, probe(0)); diff != "" {
+					t.Errorf("a primary that started at once (-want +got)\n%s", diff)
+				}
+				if diff := cmp.Diff(hedge.Report{Attempts: 2, Winner: 1}, probe(-1)); diff != "" {
+					t.Errorf("a primary that waits (-want +got)\n%s", diff)
+				}
+			})
+		})
+	}
+}

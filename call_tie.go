@@ -1,0 +1,46 @@
+package hedge
+
+import "time"
+
+// What a call tells an Adaptive of its ties (see adaptive_tie.go): how
+// long its primary waited for a worker, and whether a hedge would race
+// work that has started.
+
+// allow asks the budget for extra attempt k. An Adaptive's key that
+// queues refuses a timed hedge while an attempt of the call in flight
+// has reported its start, without being asked: the hedge would race
+// running work, at the cost of a worker that queued calls wait for. An
+// attempt owed to a retryable result is asked for as always. Called
+// without c.mu, by the goroutine that claimed k.
+func (c *call[T]) allow(k int) bool {
+	if key, ok := c.budget.(*adaptiveKey); ok && !c.retrying && key.queues() {
+		c.mu.Lock()
+		running := c.runningLocked()
+		c.mu.Unlock()
+		if running {
+			return false
+		}
+	}
+	return c.budget.Allow(c.parent(), c.bn(k))
+}
+
+// runningLocked reports whether an attempt in flight has reported its
+// start: one that has not answered, and that neither the call nor a tie
+// cancelled. Called with c.mu held.
+func (c *call[T]) runningLocked() bool {
+	for a := &c.primary; a != nil; a = a.next {
+		if a.began && !c.isKept(a) && !a.canceled() {
+			return true
+		}
+	}
+	return false
+}
+
+// learnWait tells an Adaptive's key, the call's Delay, how long of ran
+// the primary waited before it reported its start (began), if it did and
+// answered.
+func (c *call[T]) learnWait(began, ran time.Duration, complete bool) {
+	if key, ok := c.delay.(*adaptiveKey); ok && began > 0 && complete {
+		key.waited(began, ran)
+	}
+}
