@@ -70,6 +70,13 @@ func Auto[T any]() Policy[T] {
 //     judges them: when half of the last 100 primaries within 10 s
 //     failed, or were cut off by the call's deadline, it refuses hedges
 //     and retries for 5 s, then tries one. OnOpen hears of it.
+//   - Where servers signal starts (see Started), no hedge against started
+//     work while calls queue: while its primaries spend a third or more
+//     of their time waiting for a worker, a hedge due while an attempt of
+//     the call has started is refused (when the Adaptive is also the
+//     Policy's Delay). It would race running work, and the work of
+//     whichever copy lost would be lost; a hedge of a call whose attempts
+//     all wait still goes out, as a tie makes it free.
 //
 // A hedge that fails at once as retryable, as a server that sheds
 // hedges answers (hedgehttp.Shedder, hedgegrpc's), lost no race: the

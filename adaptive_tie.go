@@ -16,10 +16,10 @@ import "time"
 // queues feel at once. So each key keeps the moving share of their
 // latency that its primaries spent before their start signal, over about
 // 256 of them; while it is a third or more, a hedge due while an attempt
-// of the call has reported its start is refused. docs/ties.md has the
-// lab's figures: primaries wait a small share of their time at moderate
-// load, and most of it at saturation. A key whose servers send no start
-// signal learns nothing here, and hedges as before.
+// of the call has reported its start is refused. The share grows with
+// the load; docs/lab.md ("Ties and primaries first") has what the rule
+// does in the load lab. A key whose servers send no start signal learns
+// nothing here, and hedges as before.
 
 // The moving share of their latency that primaries waited, in units of
 // 1/shareOne, with a weight of 1/2^waitShift per primary; at waitHigh or

@@ -43,25 +43,21 @@ var tieMisses = map[string]string{
 	"tie queue 90/10 ρ0.5, ρ1.1 in block 2, cancel running: best fixed plan, tied":     "023",
 	"tie queue 90/10 ρ0.5, ρ1.1 in block 2, cancel running: contender, tied":           "2",
 	"tie queue 90/10 ρ0.9, cancel queued only: best fixed plan, tied":                  "012",
-	"tie queue 90/10 ρ0.9, cancel queued only: contender, tied":                        "02",
 	"tie queue 90/10 ρ0.95, cancel queued only: best fixed plan, tied":                 "023",
 	"tie queue 90/10 ρ0.95, cancel queued only: contender, tied":                       "2",
+	"tie queue 90/10 ρ0.95, cancel running: contender, tied":                           "2",
 	"tie vs untied 90/10 ρ0.5, cancel queued only: best fixed plan, tied":              "03",
 	"tie vs untied 90/10 ρ0.5, cancel queued only: contender, tied":                    "0123",
 	"tie vs untied 90/10 ρ0.5, cancel running: contender, tied":                        "023",
 	"tie vs untied 90/10 ρ0.7, cancel queued only: contender, tied":                    "013",
 	"tie vs untied 90/10 ρ0.7, cancel running: best fixed plan, tied":                  "23",
-	"tie vs untied 90/10 ρ0.7, cancel running: contender, tied":                        "0123",
+	"tie vs untied 90/10 ρ0.7, cancel running: contender, tied":                        "013",
 	"tie waste 90/10 ρ0.5, ρ1.1 in block 2, cancel queued only: best fixed plan, tied": "12",
 	"tie waste 90/10 ρ0.5, ρ1.1 in block 2, cancel running: best fixed plan, tied":     "12",
 	"tie waste 90/10 ρ0.9, cancel queued only: best fixed plan, tied":                  "123",
-	"tie waste 90/10 ρ0.9, cancel queued only: contender, tied":                        "0123",
 	"tie waste 90/10 ρ0.9, cancel running: best fixed plan, tied":                      "0123",
-	"tie waste 90/10 ρ0.9, cancel running: contender, tied":                            "013",
 	"tie waste 90/10 ρ0.95, cancel queued only: best fixed plan, tied":                 "0123",
-	"tie waste 90/10 ρ0.95, cancel queued only: contender, tied":                       "0123",
 	"tie waste 90/10 ρ0.95, cancel running: best fixed plan, tied":                     "0123",
-	"tie waste 90/10 ρ0.95, cancel running: contender, tied":                           "13",
 }
 
 var tieQuickMisses = map[string]string{
@@ -71,9 +67,8 @@ var tieQuickMisses = map[string]string{
 	"tie queue 90/10 ρ0.95, cancel queued only: best fixed plan, tied": "01",
 	"tie queue 90/10 ρ0.95, cancel queued only: contender, tied":       "2",
 	"tie vs untied 90/10 ρ0.7, cancel running: best fixed plan, tied":  "03",
-	"tie vs untied 90/10 ρ0.7, cancel running: contender, tied":        "0123",
+	"tie vs untied 90/10 ρ0.7, cancel running: contender, tied":        "013",
 	"tie waste 90/10 ρ0.95, cancel queued only: best fixed plan, tied": "012",
-	"tie waste 90/10 ρ0.95, cancel queued only: contender, tied":       "0123",
 }
 
 func TestTieJudge(t *testing.T) {
