@@ -2,6 +2,7 @@ package hedge_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -39,23 +40,7 @@ func TestAdaptiveTiedHoldsHedgesAgainstRunningWork(t *testing.T) {
 				p := hedge.Policy[int]{Delay: a, Budget: a, Observer: hedge.ObserverFunc(func(_ context.Context, got hedge.Report) {
 					r = got
 				})}
-				// The 90/10 upstream, whose primaries report their start
-				// once they have waited their share of their latency.
-				for i := range 1000 {
-					hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
-						d := lab.FastSlow.Latency(i, hedge.Attempt(ctx))
-						var queue time.Duration
-						if hedge.Attempt(ctx) == 0 {
-							queue = time.Duration(tc.waiting * float64(d))
-						}
-						if err := lab.Wait(ctx, queue); err != nil {
-							return -1, err
-						}
-						hedge.Started(ctx)
-						return i, lab.Wait(ctx, d-queue)
-					})
-					synctest.Wait()
-				}
+				calls90Tied(t, p, tc.waiting, 0, 1000)
 				save(a, ctx)
 				plan := a.Plan(ctx)
 				if plan.Hedges == 0 {
@@ -94,4 +79,76 @@ func TestAdaptiveTiedHoldsHedgesAgainstRunningWork(t *testing.T) {
 			})
 		})
 	}
+}
+
+// calls90Tied makes calls [from, to) of the 90/10 upstream through p, one
+// after another, in a synctest bubble; each primary reports its start
+// once it has waited the share waiting of its latency, and each hedge at
+// once.
+func calls90Tied(t *testing.T, p hedge.Policy[int], waiting float64, from, to int) {
+	for i := from; i < to; i++ {
+		hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+			d := lab.FastSlow.Latency(i, hedge.Attempt(ctx))
+			var queue time.Duration
+			if hedge.Attempt(ctx) == 0 {
+				queue = time.Duration(waiting * float64(d))
+			}
+			if err := lab.Wait(ctx, queue); err != nil {
+				return -1, err
+			}
+			hedge.Started(ctx)
+			return i, lab.Wait(ctx, d-queue)
+		})
+		synctest.Wait()
+	}
+}
+
+// An attempt owed to a retryable result is asked for as always, also
+// once the key queues and another attempt of the call runs: here a hedge
+// sent against the running primary before the key learned that calls
+// queue, and turned away by its server after it did.
+func TestAdaptiveQueueingKeyStillRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &hedge.Adaptive{Clock: clock.NewMock()}
+		ctx := context.Background()
+		settle(a, ctx)
+		p := hedge.Policy[int]{Delay: a, Budget: a}
+		calls90Tied(t, p, 0, 0, 1000)
+		save(a, ctx)
+		plan := a.Plan(ctx)
+		if plan.Hedges == 0 {
+			t.Fatalf("plan %+v, want hedges", plan)
+		}
+		var r hedge.Report
+		probe := p
+		probe.Observer = hedge.ObserverFunc(func(_ context.Context, got hedge.Report) { r = got })
+		turnAway := make(chan struct{})
+		sent := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			hedge.Do(t.Context(), probe, func(ctx context.Context) (int, error) {
+				switch k := hedge.Attempt(ctx); k {
+				case 0: // starts at once, and works for an hour
+					hedge.Started(ctx)
+					return k, lab.Wait(ctx, time.Hour)
+				case 1: // waits, and is turned away
+					close(sent)
+					<-turnAway
+					return -1, errors.New("turned away")
+				default:
+					hedge.Started(ctx)
+					return k, nil
+				}
+			})
+		}()
+		<-sent
+		calls90Tied(t, p, 2.0/3, 1000, 2000) // the key learns that calls queue
+		close(turnAway)
+		<-done
+		want := hedge.Report{Attempts: 3, Winner: 2}
+		if diff := cmp.Diff(want, hedge.Report{Attempts: r.Attempts, Winner: r.Winner, BudgetRefusals: r.BudgetRefusals}); diff != "" {
+			t.Errorf("report (-want +got)\n%s", diff)
+		}
+	})
 }
