@@ -16,7 +16,8 @@ import "time"
 // queues feel at once. So each key keeps the moving share of their
 // latency that its primaries spent before their start signal, over about
 // 256 of them; while it is a third or more, a hedge due while an attempt
-// of the call has reported its start is refused. The share grows with
+// of the call has reported its start is refused (an attempt owed to a
+// retryable result is not: it replaces a copy). The share grows with
 // the load; docs/lab.md ("Ties and primaries first") has what the rule
 // does in the load lab. A key whose servers send no start signal learns
 // nothing here, and hedges as before.
@@ -43,5 +44,5 @@ func (k *adaptiveKey) waited(wait, ran time.Duration) {
 
 // queues reports whether the key's primaries spend a third or more of
 // their time waiting for a worker: then a hedge against started work is
-// refused (see allowHedge).
+// refused (see call.allow).
 func (k *adaptiveKey) queues() bool { return k.waitShare.Load() >= waitHigh }
