@@ -221,9 +221,11 @@ type attempt struct {
 	live    bool
 	// Ties (see tie.go): hedge.Do's context for the attempt, set before
 	// it is sent, which the attempt reports its start with, and the trace
-	// by which Base tells the attempt of its informational responses.
+	// by which Base tells the attempt of its informational responses,
+	// whose hook's closure is hook (see hook.go).
 	hctx  context.Context
 	trace httptrace.ClientTrace
+	hook  hook1xx
 }
 
 // hedgeAttempt is a hedge's attempt and the request it sends, in one

@@ -40,10 +40,11 @@ const tieValue = "1"
 // ClientTrace in its context. httptrace does not export it, so it is
 // learned once by asking a context that records the key it is asked for.
 // With it, an attempt's request context hands Base the attempt's trace
-// itself, and a tied attempt costs no context of its own: one allocation
-// (its hook) instead of three. If httptrace ever looked a trace up some
-// other way, traceKey would be nil, attempts would carry no trace, and
-// calls would never tie: TestTieAcrossProtocols would fail.
+// itself: a tied attempt costs no context of its own, where one would
+// cost three allocations, and its hook none (see hook.go). If httptrace
+// ever looked a trace up some other way, traceKey would be nil, attempts
+// would carry no trace, and calls would never tie: TestTieAcrossProtocols
+// would fail.
 var traceKey = func() any {
 	var r keyRecorder
 	httptrace.ContextClientTrace(&r)
@@ -73,7 +74,7 @@ func (c *call) tie(a *attempt) {
 	if c.outer != nil {
 		a.trace = *c.outer
 	}
-	a.trace.Got1xxResponse = a.got1xx
+	a.trace.Got1xxResponse = a.got1xxHook()
 	a.ctx.trace = &a.trace
 }
 
