@@ -75,7 +75,7 @@ func (c *call) tie(a *attempt) {
 		a.trace = *c.outer
 	}
 	a.trace.Got1xxResponse = a.got1xxHook()
-	a.ctx.trace = &a.trace
+	a.traced = true
 }
 
 // got1xx hears an informational response to attempt a. A start signal
