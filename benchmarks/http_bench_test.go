@@ -140,13 +140,14 @@ func BenchmarkHTTPPipe(b *testing.B) {
 // new goroutines start with stacks of 8 KiB or more, which an
 // http.Transport needs, instead of 2 KiB. The runtime starts a goroutine
 // with the average stack it found at the last collection, mostly of
-// parked, shallow goroutines; 64 goroutines parked 7 KiB deep raise it.
-// Every row pays alike for scanning them. Beside BenchmarkHTTPPipe, it
-// shows what the first stack of a goroutine per attempt costs each row.
+// parked, shallow goroutines; goroutines parked 7 KiB deep, at least 64
+// and twice as many as there are already, raise it. Every row pays alike
+// for scanning them. Beside BenchmarkHTTPPipe, it shows what the first
+// stack of a goroutine per attempt costs each row.
 func BenchmarkHTTPPipeStartingStack(b *testing.B) {
 	stop := make(chan struct{})
 	defer close(stop)
-	for range 64 {
+	for range max(64, 2*runtime.NumGoroutine()) {
 		go parkDeep(7, stop)
 	}
 	runtime.GC()
