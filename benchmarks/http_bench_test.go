@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"testing"
@@ -132,6 +134,47 @@ func BenchmarkHTTPPipe(b *testing.B) {
 		b.Cleanup(t.CloseIdleConnections)
 		return t
 	})
+}
+
+// BenchmarkHTTPPipeStartingStack is BenchmarkHTTPPipe in a process whose
+// new goroutines start with stacks of 8 KiB or more, which an
+// http.Transport needs, instead of 2 KiB. The runtime starts a goroutine
+// with the average stack it found at the last collection, mostly of
+// parked, shallow goroutines; goroutines parked 7 KiB deep, at least 64
+// and twice as many as there are already, raise it. Every row pays alike
+// for scanning them. Beside BenchmarkHTTPPipe, it shows what the first
+// stack of a goroutine per attempt costs each row.
+func BenchmarkHTTPPipeStartingStack(b *testing.B) {
+	stop := make(chan struct{})
+	defer close(stop)
+	for range max(64, 2*runtime.NumGoroutine()) {
+		go parkDeep(7, stop)
+	}
+	runtime.GC()
+	runtime.GC()
+	if size := startingStack(); size < 8<<10 {
+		b.Fatalf("new goroutines start with %d bytes of stack, want at least 8 KiB", size)
+	}
+	BenchmarkHTTPPipe(b)
+}
+
+// parkDeep blocks on stop under depth frames of 1 KiB each.
+//
+//go:noinline
+func parkDeep(depth int, stop chan struct{}) byte {
+	var frame [1 << 10]byte
+	if depth == 0 {
+		<-stop
+		return frame[0]
+	}
+	return parkDeep(depth-1, stop) + frame[depth]
+}
+
+// startingStack is the size of the stack that new goroutines start with.
+func startingStack() uint64 {
+	s := []metrics.Sample{{Name: "/gc/stack/starting-size:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // pipes is a net.Listener of in-memory connections (net.Pipe), which a

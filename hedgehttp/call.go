@@ -30,15 +30,22 @@ type call struct {
 	// after the caller has reused its own, nor for a hedge claimed as the
 	// call is decided, which copies req only then. Attempts only read it,
 	// so they share it.
-	req     http.Request
-	url     url.URL // req.URL points here
-	route   *route
-	hasBody bool
-	tr      *trailers // nil: req declares no trailers, or has no body to end
-	over    bool      // guarded by mu: a response has ended the call, or RoundTrip is returning
+	req   http.Request
+	url   url.URL // req.URL points here
+	route *route
+	tr    *trailers // nil: req declares no trailers, or has no body to end
+	// These share one word, which keeps the call in the allocator's size
+	// class of 768 bytes (TestCallFitsItsSizeClass).
+	hasBody  bool
+	askedTie bool // the caller's request asked for the start signal itself (see tie.go)
+	over     bool // guarded by mu: a response has ended the call, or RoundTrip is returning
+	// Guarded by mu, and read only while the call is not over: the
+	// attempts sent, or about to be, whose answer has not been taken in
+	// (at most hedge.MaxAttemptsLimit).
+	live      int8
+	bodyTaken atomic.Bool // req.Body is spoken for: by attempt 0, or closed
 
-	bodyTaken atomic.Bool               // req.Body is spoken for: by attempt 0, or closed
-	resume    atomic.Pointer[time.Time] // no attempt is sent before it: a Retry-After
+	resume atomic.Pointer[time.Time] // no attempt is sent before it: a Retry-After
 
 	// The attempts, the primary first and the hedges after it, linked by
 	// attempt.next. The call cancels the losers still waiting for their
@@ -48,15 +55,11 @@ type call struct {
 	mu      sync.Mutex
 	primary attempt
 	// Guarded by mu, and read only while the call is not over: the
-	// attempts sent, or about to be, whose answer has not been taken in,
-	// and the refusal the call holds (see refusal.go).
-	live    int
+	// refusal the call holds (see refusal.go).
 	refused *http.Response
 
-	// Ties (see tie.go): the trace the caller's request carries, if any,
-	// and whether the caller's request asked for the start signal itself.
-	outer    *httptrace.ClientTrace
-	askedTie bool
+	// Ties (see tie.go): the trace the caller's request carries, if any.
+	outer *httptrace.ClientTrace
 }
 
 type callKey struct{}
@@ -107,9 +110,9 @@ func newCall(t *Transport, req *http.Request) *call {
 		c.askedTie = len(req.Header[TieHeader]) > 0
 	}
 	a := &c.primary
-	a.ctx = reqCtx{Context: c.Context, vals: c}
+	a.Context = c
 	c.tie(a)
-	ctx, cancel := context.WithCancel(&a.ctx)
+	ctx, cancel := context.WithCancel(a)
 	a.body.cancel = cancel
 	a.req = &c.req
 	a.waiting = true
@@ -181,36 +184,20 @@ func run(ctx context.Context) (result, error) {
 	return c.do(ctx, level)
 }
 
-// reqCtx is an attempt's request context: the request's for the deadline
-// and cancellation, vals for values. The attempt's own context is
-// unlinked from the request's once the call is decided, so a body tied to
-// it would not hear the caller cancel after RoundTrip returned; tied to
-// the request's, it does, and Close releases the link.
-type reqCtx struct {
-	context.Context // the request's
-	// vals: a hedge's hedge.Do context, for hedge.Attempt and Route; the
-	// call for the primary, whose context is made before hedge.Do runs
-	// (hedge.Attempt is 0 without one).
-	vals context.Context
-	// trace is the attempt's ClientTrace when the call ties (see
-	// tie.go). When it is nil, Base finds the caller's, if any, in vals.
-	trace *httptrace.ClientTrace
-}
-
-func (r *reqCtx) Value(key any) any {
-	if r.trace != nil && key == traceKey {
-		return r.trace
-	}
-	return r.vals.Value(key)
-}
-
-// AfterFunc: see call.AfterFunc.
-func (r *reqCtx) AfterFunc(f func()) (stop func() bool) { return context.AfterFunc(r.Context, f) }
-
 // attempt holds what one attempt owns, in one allocation; the primary's
 // lives inside the call.
 type attempt struct {
-	ctx  reqCtx
+	// The attempt is the parent of its request's context. Its deadline
+	// and cancellation are the request's, through the call: the
+	// attempt's hedge.Do context is unlinked from the request's once the
+	// call is decided, so a body tied to it would not hear the caller
+	// cancel after RoundTrip returned; tied to the request's, it does,
+	// and Close releases the link. Its values are hedge.Do's (hctx) for a
+	// hedge, for hedge.Attempt and Route, and the call's for the
+	// primary, whose context is made before hedge.Do runs (hedge.Attempt
+	// is 0 without one).
+	context.Context // the call
+
 	body body
 	req  *http.Request // what it sends: the call's req for the primary, a hedge's own copy
 	// Guarded by the call's mu: the call's next attempt, whether the
@@ -219,12 +206,33 @@ type attempt struct {
 	next    *attempt
 	waiting bool
 	live    bool
+	// Set before the attempt's request context is made: whether the
+	// attempt is a hedge, whose values are hctx's, and whether its
+	// request context hands Base trace (see tie.go); when not, Base
+	// finds the caller's trace, if any, among the values.
+	isHedge bool
+	traced  bool
 	// Ties (see tie.go): hedge.Do's context for the attempt, set before
 	// it is sent, which the attempt reports its start with, and the trace
-	// by which Base tells the attempt of its informational responses.
+	// by which Base tells the attempt of its informational responses,
+	// whose hook's closure is hook (see hook.go).
 	hctx  context.Context
 	trace httptrace.ClientTrace
+	hook  hook1xx
 }
+
+func (a *attempt) Value(key any) any {
+	switch {
+	case a.traced && key == traceKey:
+		return &a.trace
+	case a.isHedge:
+		return a.hctx.Value(key)
+	}
+	return a.Context.Value(key)
+}
+
+// AfterFunc: see call.AfterFunc.
+func (a *attempt) AfterFunc(f func()) (stop func() bool) { return context.AfterFunc(a.Context, f) }
 
 // hedgeAttempt is a hedge's attempt and the request it sends, in one
 // allocation.
@@ -347,9 +355,9 @@ func (c *call) start(a *attempt, hctx context.Context) (send, refused bool) {
 func (c *call) hedge(hctx context.Context) *attempt {
 	h := &hedgeAttempt{}
 	a := &h.attempt
-	a.ctx = reqCtx{Context: c.Context, vals: hctx}
+	a.Context, a.isHedge, a.hctx = c, true, hctx
 	c.tie(a)
-	ctx, cancel := context.WithCancel(&a.ctx)
+	ctx, cancel := context.WithCancel(a)
 	a.body.cancel = cancel
 	h.copyRequest(&c.req, ctx)
 	a.req = &h.req

@@ -28,19 +28,17 @@ const (
 	stackVotes    = 16
 )
 
-// growStack grows the calling goroutine's stack to 4 << level KiB, if it
-// is smaller: a frame of half that makes the runtime grow it in one copy.
-// On a stack big enough it costs a call and the zeroing of its frame.
+// growStack grows the calling goroutine's stack to 4 << level KiB (level
+// 1 to maxStackLevel), if it is smaller: a frame of half that makes the
+// runtime grow it in one copy. On a stack big enough it costs a call and
+// the zeroing of its frame. It is small enough to be inlined, so that no
+// frame of its own is among those the copy adjusts.
 func growStack(level int32) {
-	switch level {
-	case 1:
-		grow8KiB(0)
-	case 2:
-		grow16KiB(0)
-	default:
-		grow32KiB(0)
-	}
+	growers[min(level, maxStackLevel)](0)
 }
+
+// growers grow a stack to 8, 16 and 32 KiB, at their level.
+var growers = [maxStackLevel + 1]func(int) byte{nil, grow8KiB, grow16KiB, grow32KiB}
 
 // The index is a parameter so that the compiler keeps the whole frame.
 

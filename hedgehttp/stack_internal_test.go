@@ -51,3 +51,31 @@ func TestStackLevelVotes(t *testing.T) {
 		})
 	}
 }
+
+// After growStack, a goroutine's stack holds as much as its level
+// promises without moving again: half of it in frames below the caller.
+func TestGrowStack(t *testing.T) {
+	for level := int32(1); level <= maxStackLevel; level++ {
+		moved := make(chan bool)
+		go func() {
+			growStack(level)
+			mark := stackMark()
+			useStack((2 << level) * 2) // 512-byte frames: half of 4 << level KiB
+			moved <- stackMark() != mark
+		}()
+		if <-moved {
+			t.Errorf("level %d: the stack moved after growStack", level)
+		}
+	}
+}
+
+// useStack takes n frames of 512 bytes.
+//
+//go:noinline
+func useStack(n int) byte {
+	var frame [512]byte
+	if n <= 1 {
+		return frame[0]
+	}
+	return useStack(n-1) + frame[n%len(frame)]
+}

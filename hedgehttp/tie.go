@@ -40,10 +40,11 @@ const tieValue = "1"
 // ClientTrace in its context. httptrace does not export it, so it is
 // learned once by asking a context that records the key it is asked for.
 // With it, an attempt's request context hands Base the attempt's trace
-// itself, and a tied attempt costs no context of its own: one allocation
-// (its hook) instead of three. If httptrace ever looked a trace up some
-// other way, traceKey would be nil, attempts would carry no trace, and
-// calls would never tie: TestTieAcrossProtocols would fail.
+// itself: a tied attempt costs no context of its own, where one would
+// cost three allocations, and its hook none (see hook.go). If httptrace
+// ever looked a trace up some other way, traceKey would be nil, attempts
+// would carry no trace, and calls would never tie: TestTieAcrossProtocols
+// would fail.
 var traceKey = func() any {
 	var r keyRecorder
 	httptrace.ContextClientTrace(&r)
@@ -73,8 +74,8 @@ func (c *call) tie(a *attempt) {
 	if c.outer != nil {
 		a.trace = *c.outer
 	}
-	a.trace.Got1xxResponse = a.got1xx
-	a.ctx.trace = &a.trace
+	a.trace.Got1xxResponse = a.got1xxHook()
+	a.traced = true
 }
 
 // got1xx hears an informational response to attempt a. A start signal
