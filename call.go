@@ -37,28 +37,27 @@ type call[T any] struct {
 	classify func(T, error) Outcome // nil: classifyErr, without a generic func value's allocation
 	budget   Budget
 	discard  func(T)
-	clock    clock.Clock   // nil: real time
+	clock    *policyClock  // nil: real time
 	begin    time.Duration // the primary starts then: see stamp
 	stepFn   func()
 	// The call's times are offsets from begin by the policy's clock;
 	// never: none.
 	sched   time.Duration // the deadline: the skip rule reads it
 	timeout time.Duration // the Timeout's deadline, when the call enforces it (see deadlines)
-	max     int32
-	learns  bool // delay is a Learner
-	counts  bool // delay counts the attempts it causes (counter)
-	track   bool // a Learner or an Observer hears how long the primary ran
-	learn   bool // the Learner hears how long the primary ran (see primaryRan)
+	max     int8          // at most MaxAttemptsLimit, as every count of attempts below
+	learns  bool          // delay is a Learner
+	counts  bool          // delay counts the attempts it causes (counter)
+	track   bool          // a Learner or an Observer hears how long the primary ran
+	learn   bool          // the Learner hears how long the primary ran (see primaryRan)
 
 	// Scheduling: the attempts, and when the next one is due.
-	timer     *time.Timer
-	ctimer    *clock.Timer
+	timer     *time.Timer // on real time; on a policy's clock, clock.timer
 	primary   attemptCtx
 	last      *attemptCtx
 	nextAt    time.Duration // when the next timed hedge is due; never: none
 	lastDelay time.Duration // the delay that set nextAt
-	started   int32         // attempts claimed, the primary included
-	inflight  int32         // claimed attempts whose fn has not returned, but for tied ones (see Started)
+	started   int8          // attempts claimed, the primary included
+	inflight  int8          // claimed attempts whose fn has not returned, but for tied ones (see Started)
 	retryDue  int8          // retryable results owed an attempt at once; at most max
 	claiming  bool          // a goroutine asks the hooks for an attempt, outside mu
 	retrying  bool          // the attempt being claimed is owed to a retryable result
@@ -87,12 +86,11 @@ type call[T any] struct {
 	// The decision.
 	outcome    Outcome
 	discarding int32 // early drops not yet through Discard; Do waits for them
-	winner     int32
-	refusals   int32
-	skips      int32
+	winner     int8  // the returned attempt, within the call (see won); -1: none
+	refusals   int8
+	skips      int8
 	val        T
 	err        error
-	won        *attemptCtx // the winner's context, detached; nil: none
 	panicked   *PanicError
 
 	// What the learner and the observer hear: how long the primary ran,
@@ -105,6 +103,14 @@ type call[T any] struct {
 	// it, for the rest of its turn to use, if hasSeen. An observed call
 	// reads the clock once per answer, not once per use.
 	seen time.Duration
+}
+
+// policyClock is a policy's own clock, and the call's timer on it: made
+// only for a call on a policy's clock, so that a call on real time does
+// not carry their words.
+type policyClock struct {
+	clock.Clock
+	timer *clock.Timer
 }
 
 // kept is the last retryable (or failed) result of a call: its attempt,
@@ -470,10 +476,10 @@ func (c *call[T]) armAt(now, at time.Duration) {
 	switch {
 	case d <= 0:
 		c.kick = true // started by whoever unlocks, so it does not wait on c.mu
-	case c.clock != nil && c.ctimer != nil:
-		c.ctimer.Reset(d)
+	case c.clock != nil && c.clock.timer != nil:
+		c.clock.timer.Reset(d)
 	case c.clock != nil:
-		c.ctimer = c.clock.AfterFunc(d, c.stepFn)
+		c.clock.timer = c.clock.AfterFunc(d, c.stepFn)
 	case c.timer != nil:
 		c.timer.Reset(d)
 	default:
@@ -486,7 +492,7 @@ func (c *call[T]) stopTimer() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	if c.ctimer != nil {
-		c.ctimer.Stop()
+	if c.clock != nil && c.clock.timer != nil {
+		c.clock.timer.Stop()
 	}
 }

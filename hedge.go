@@ -133,7 +133,10 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	}
 	c := &call[T]{
 		fn: fn, delay: p.Delay, classify: p.Classify, budget: p.Budget,
-		discard: p.Discard, clock: p.Clock, max: int32(max), nextAt: never,
+		discard: p.Discard, max: int8(max), nextAt: never,
+	}
+	if p.Clock != nil {
+		c.clock = &policyClock{Clock: p.Clock}
 	}
 	c.primary.parent, c.primary.owner = ctx, c
 	if t != nil {
@@ -154,7 +157,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 			return zero, err
 		}
 		if p.MaxAttempts == 0 && planned > 0 {
-			c.max = int32(planned)
+			c.max = int8(planned)
 		}
 	}
 	// A call that asks its hooks anything before it ends looks its key up
@@ -248,7 +251,6 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		}
 	}
 	c.val = zero // the call may outlive Do in a loser; do not pin the result
-	c.won = nil
 	learn, ran, complete, elapsed := c.learn, c.primaryRan, c.primaryDone, c.elapsed
 	c.mu.Unlock()
 	if unlink != nil {
