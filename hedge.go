@@ -162,8 +162,9 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	}
 	// A call that asks its hooks anything before it ends looks its key up
 	// once; one that cannot hedge and has no budget leaves the key to its
-	// Learner, which hears only of an accepted primary.
-	if c.max > 1 || c.budget != nil {
+	// Learner, which hears only of an accepted primary. A call with no
+	// hook that keeps state per key skips the guard's deferred recover.
+	if (c.max > 1 || c.budget != nil) && (binds(c.delay) || binds(c.budget)) {
 		if !c.guard(0, func() { err = c.bind(ctx) }) {
 			panic(c.panicked) // an Adaptive's Key panicked; a Goexit does not return here
 		}
