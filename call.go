@@ -2,6 +2,7 @@ package hedge
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +39,7 @@ type call[T any] struct {
 	budget   Budget
 	discard  func(T)
 	clock    *policyClock  // nil: real time
-	begin    time.Duration // the primary starts then: see stamp
+	begin    time.Duration // the primary starts then: see stamp; unread: see since
 	stepFn   func()
 	// The call's times are offsets from begin by the policy's clock;
 	// never: none.
@@ -179,8 +180,32 @@ func (c *call[T]) reading() time.Duration {
 	return time.Duration(c.clock.Now().UnixNano())
 }
 
+// unread is the start of a call that reads it only when it first needs
+// it (see since).
+const unread = time.Duration(math.MinInt64)
+
 // since returns the time since the call's start, by the policy's clock.
-func (c *call[T]) since() time.Duration { return c.reading() - c.begin }
+// Called with c.mu held.
+//
+// A call on real time without a deadline, an Observer, a Learner or hooks
+// of the user's to ask first measures nothing from its start but its own
+// hedges' schedule, and a primary that answers before its hedge is due,
+// as most do, needs no clock at all: Do leaves the start unread. The
+// first reading, when the first hedge's timer fires or an attempt fails
+// first, takes the start as the first hedge's delay before it. When the
+// timer fires, that is the start but for the timer's own lateness, which
+// delays the hedges after it alike either way, as they are scheduled from
+// the reading their predecessor started at. When an attempt failed early,
+// it is earlier than the real start, which changes nothing: the failure
+// made the attempt's own hedge moot, and the attempts after it are
+// scheduled from the reading.
+func (c *call[T]) since() time.Duration {
+	now := c.reading()
+	if c.begin == unread {
+		c.begin = now - max(c.lastDelay, 0)
+	}
+	return now - c.begin
+}
 
 // parent returns the caller's context.
 func (c *call[T]) parent() context.Context { return c.primary.parent }

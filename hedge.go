@@ -186,8 +186,15 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		dl := callDeadlines(begin, realNow, p.Timeout, parentDeadline, hasDeadline)
 		c.sched, c.timeout = offset(dl.sched, begin), offset(dl.timeout, begin)
 		c.primary.deadline = dl.real
-	} else {
+	}
+	asks := c.max > 1 || c.counts
+	c.firstHooks = c.budget != nil && !c.granted || asks && !quickDelay(c.delay)
+	switch {
+	case c.sched != never:
+	case c.track || c.clock != nil || c.firstHooks:
 		c.begin = c.reading() // no deadline: no wall time to read
+	default:
+		c.begin = unread // see since
 	}
 
 	// The primary's hooks run on its goroutine (see claimFirst), so that
@@ -198,8 +205,6 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if t != nil {
 		t.counted = c.granted // from here on, the loop's grant is the call's
 	}
-	asks := c.max > 1 || c.counts
-	c.firstHooks = c.budget != nil && !c.granted || asks && !quickDelay(c.delay)
 	d := time.Duration(-1)
 	if asks && !c.firstHooks {
 		d = c.starting(0)
