@@ -199,11 +199,10 @@ func (c *call[T]) tell(k int, o Outcome, hold bool) {
 			c.goexit = v == nil
 			var zero T
 			d = c.early(c.val, c.err == nil)
-			c.val, c.winner, c.outcome = zero, -1, Terminal
-			if c.won != nil {
-				c.won.cancel(context.Canceled, context.Canceled)
-				c.won = nil
+			if won := c.won(); won != nil {
+				won.cancel(context.Canceled, context.Canceled)
 			}
+			c.val, c.winner, c.outcome = zero, -1, Terminal
 		}
 		c.wakeDo()
 		c.mu.Unlock()

@@ -11,6 +11,13 @@ type binder interface {
 	bind(ctx context.Context) (*adaptiveKey, error)
 }
 
+// binds reports whether hook, a Delay or a Budget, keeps its state per
+// key.
+func binds(hook any) bool {
+	_, ok := hook.(binder)
+	return ok
+}
+
 // bind puts the state of ctx's key in place of a Delay or Budget that
 // keeps one per key, looking the key up once when both are the same.
 func (c *call[T]) bind(ctx context.Context) (err error) {

@@ -2,6 +2,7 @@ package hedge
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,35 +38,44 @@ type call[T any] struct {
 	classify func(T, error) Outcome // nil: classifyErr, without a generic func value's allocation
 	budget   Budget
 	discard  func(T)
-	clock    clock.Clock   // nil: real time
-	begin    time.Duration // the primary starts then: see stamp
+	clock    *policyClock  // nil: real time
+	begin    time.Duration // the primary starts then: see stamp; unread: see since
 	stepFn   func()
 	// The call's times are offsets from begin by the policy's clock;
 	// never: none.
 	sched   time.Duration // the deadline: the skip rule reads it
 	timeout time.Duration // the Timeout's deadline, when the call enforces it (see deadlines)
-	max     int32
-	learns  bool // delay is a Learner
-	counts  bool // delay counts the attempts it causes (counter)
-	track   bool // a Learner or an Observer hears how long the primary ran
-	learn   bool // the Learner hears how long the primary ran (see primaryRan)
+	max     int8          // at most MaxAttemptsLimit, as every count of attempts below
+	learns  bool          // delay is a Learner
+	counts  bool          // delay counts the attempts it causes (counter)
+	track   bool          // a Learner or an Observer hears how long the primary ran
+	learn   bool          // the Learner hears how long the primary ran (see primaryRan)
+	// The decision's counts, beside outcome below in meaning, here in the
+	// bytes that the flags above leave before a pointer: the call of a
+	// one-word result then fits a smaller size class (callsize_test.go).
+	winner   int8 // the returned attempt, within the call (see won); -1: none
+	refusals int8
+	skips    int8
 
 	// Scheduling: the attempts, and when the next one is due.
-	timer     *time.Timer
-	ctimer    *clock.Timer
+	timer     *time.Timer // on real time; on a policy's clock, clock.timer
 	primary   attemptCtx
 	last      *attemptCtx
 	nextAt    time.Duration // when the next timed hedge is due; never: none
 	lastDelay time.Duration // the delay that set nextAt
-	started   int32         // attempts claimed, the primary included
-	inflight  int32         // claimed attempts whose fn has not returned, but for tied ones (see Started)
+	started   int8          // attempts claimed, the primary included
+	inflight  int8          // claimed attempts whose fn has not returned, but for tied ones (see Started)
 	retryDue  int8          // retryable results owed an attempt at once; at most max
 	claiming  bool          // a goroutine asks the hooks for an attempt, outside mu
 	retrying  bool          // the attempt being claimed is owed to a retryable result
-	retried   uint16        // bit k: attempt k started for a retryable result, not at its delay
-	kick      bool          // a step is due now; start it after unlocking
-	letGo     bool          // the call was just decided: let Do go after unlocking
-	hasSeen   bool          // seen holds this turn's clock reading
+	// discarding counts early drops not yet through Discard, for which Do
+	// waits: a drop or a held report for each of at most MaxAttemptsLimit
+	// attempts.
+	discarding int8
+	retried    uint16 // bit k: attempt k started for a retryable result, not at its delay
+	kick       bool   // a step is due now; start it after unlocking
+	letGo      bool   // the call was just decided: let Do go after unlocking
+	hasSeen    bool   // seen holds this turn's clock reading
 	// Set by Do before any other goroutine exists, read-only after.
 	firstHooks bool // the first step asks the primary's hooks before it runs fn
 	looped     bool // the call is a try of a retry loop (Tries), which retries
@@ -85,15 +95,10 @@ type call[T any] struct {
 	kept *kept[T]
 
 	// The decision.
-	outcome    Outcome
-	discarding int32 // early drops not yet through Discard; Do waits for them
-	winner     int32
-	refusals   int32
-	skips      int32
-	val        T
-	err        error
-	won        *attemptCtx // the winner's context, detached; nil: none
-	panicked   *PanicError
+	outcome  Outcome
+	val      T
+	err      error
+	panicked *PanicError
 
 	// What the learner and the observer hear: how long the primary ran,
 	// or a lower bound if it had not answered (primaryDone) by the
@@ -106,6 +111,14 @@ type call[T any] struct {
 	// it, for the rest of its turn to use, if hasSeen. An observed call
 	// reads the clock once per answer, not once per use.
 	seen time.Duration
+}
+
+// policyClock is a policy's own clock, and the call's timer on it: made
+// only for a call on a policy's clock, so that a call on real time does
+// not carry their words.
+type policyClock struct {
+	clock.Clock
+	timer *clock.Timer
 }
 
 // kept is the last retryable (or failed) result of a call: its attempt,
@@ -174,8 +187,32 @@ func (c *call[T]) reading() time.Duration {
 	return time.Duration(c.clock.Now().UnixNano())
 }
 
+// unread is the start of a call that reads it only when it first needs
+// it (see since).
+const unread = time.Duration(math.MinInt64)
+
 // since returns the time since the call's start, by the policy's clock.
-func (c *call[T]) since() time.Duration { return c.reading() - c.begin }
+// Called with c.mu held.
+//
+// A call on real time without a deadline, an Observer, a Learner or hooks
+// of the user's to ask first measures nothing from its start but its own
+// hedges' schedule, and a primary that answers before its hedge is due,
+// as most do, needs no clock at all: Do leaves the start unread. The
+// first reading, when the first hedge's timer fires or an attempt fails
+// first, takes the start as the first hedge's delay before it. When the
+// timer fires, that is the start but for the timer's own lateness, which
+// delays the hedges after it alike either way, as they are scheduled from
+// the reading their predecessor started at. When an attempt failed early,
+// it is earlier than the real start, which changes nothing: the failure
+// made the attempt's own hedge moot, and the attempts after it are
+// scheduled from the reading.
+func (c *call[T]) since() time.Duration {
+	now := c.reading()
+	if c.begin == unread {
+		c.begin = now - max(c.lastDelay, 0)
+	}
+	return now - c.begin
+}
 
 // parent returns the caller's context.
 func (c *call[T]) parent() context.Context { return c.primary.parent }
@@ -471,10 +508,10 @@ func (c *call[T]) armAt(now, at time.Duration) {
 	switch {
 	case d <= 0:
 		c.kick = true // started by whoever unlocks, so it does not wait on c.mu
-	case c.clock != nil && c.ctimer != nil:
-		c.ctimer.Reset(d)
+	case c.clock != nil && c.clock.timer != nil:
+		c.clock.timer.Reset(d)
 	case c.clock != nil:
-		c.ctimer = c.clock.AfterFunc(d, c.stepFn)
+		c.clock.timer = c.clock.AfterFunc(d, c.stepFn)
 	case c.timer != nil:
 		c.timer.Reset(d)
 	default:
@@ -487,7 +524,7 @@ func (c *call[T]) stopTimer() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	if c.ctimer != nil {
-		c.ctimer.Stop()
+	if c.clock != nil && c.clock.timer != nil {
+		c.clock.timer.Stop()
 	}
 }

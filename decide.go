@@ -9,7 +9,7 @@ import (
 
 // settle ends the call with attempt a's result. Called with c.mu held.
 func (c *call[T]) settle(a *attemptCtx, v T, err error, o Outcome) {
-	c.val, c.err, c.winner, c.outcome = v, err, int32(c.local(a)), o
+	c.val, c.err, c.winner, c.outcome = v, err, int8(c.local(a)), o
 	c.finish(a, context.Canceled, ErrSuperseded)
 }
 
@@ -45,13 +45,12 @@ func (c *call[T]) interruptWait() drop[T] {
 	if c.panicked != nil || c.goexit {
 		return drop[T]{} // a panic still reaches the caller, without waiting
 	}
+	if won := c.won(); won != nil {
+		won.cancel(cancel, cause)
+	}
 	var zero T
 	d := drop[T]{v: c.val, ok: c.err == nil && c.discard != nil}
 	c.val, c.err, c.winner, c.outcome = zero, err, -1, Canceled
-	if c.won != nil {
-		c.won.cancel(cancel, cause)
-		c.won = nil
-	}
 	return d
 }
 
@@ -104,9 +103,24 @@ func (c *call[T]) finish(winner *attemptCtx, cancel, cause error) {
 		// Without a Timeout of its own, the winner ends with the
 		// caller's context, which has a deadline: nothing more is needed.
 		winner.detach(c.timeout == never && c.clock == nil && !c.primary.deadline.IsZero())
-		c.won = winner
 	}
 	c.letGo = true // unlock lets Do go
+}
+
+// won returns the context of the attempt whose result the call returns,
+// detached (see finish); nil when it returns none. A call keeps the
+// winner's number, not a pointer to it: its attempts link from the
+// primary already. Called with c.mu held, on a decided call.
+func (c *call[T]) won() *attemptCtx {
+	if c.winner < 0 {
+		return nil
+	}
+	for a := &c.primary; a != nil; a = a.next {
+		if c.local(a) == int(c.winner) {
+			return a
+		}
+	}
+	return nil
 }
 
 func (c *call[T]) drop(d drop[T]) {

@@ -45,7 +45,7 @@ func TestPrimaryNotRunOnceTheCallerGaveUp(t *testing.T) {
 // a hedge due already (which kicks a step that arms again, without end).
 func TestArmDoesNotOverflowOnAClockSetBack(t *testing.T) {
 	mock := clock.NewMock()
-	c := &call[int]{clock: mock, nextAt: never - time.Second, timeout: never, stepFn: func() {}}
+	c := &call[int]{clock: &policyClock{Clock: mock}, nextAt: never - time.Second, timeout: never, stepFn: func() {}}
 	c.arm(-2 * time.Second) // the mock was Set 2s before the call's start
 	if c.kick {
 		t.Fatal("arm kicked a step for a hedge due near the end of time")

@@ -133,7 +133,10 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	}
 	c := &call[T]{
 		fn: fn, delay: p.Delay, classify: p.Classify, budget: p.Budget,
-		discard: p.Discard, clock: p.Clock, max: int32(max), nextAt: never,
+		discard: p.Discard, max: int8(max), nextAt: never,
+	}
+	if p.Clock != nil {
+		c.clock = &policyClock{Clock: p.Clock}
 	}
 	c.primary.parent, c.primary.owner = ctx, c
 	if t != nil {
@@ -154,13 +157,14 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 			return zero, err
 		}
 		if p.MaxAttempts == 0 && planned > 0 {
-			c.max = int32(planned)
+			c.max = int8(planned)
 		}
 	}
 	// A call that asks its hooks anything before it ends looks its key up
 	// once; one that cannot hedge and has no budget leaves the key to its
-	// Learner, which hears only of an accepted primary.
-	if c.max > 1 || c.budget != nil {
+	// Learner, which hears only of an accepted primary. A call with no
+	// hook that keeps state per key skips the guard's deferred recover.
+	if (c.max > 1 || c.budget != nil) && (binds(c.delay) || binds(c.budget)) {
 		if !c.guard(0, func() { err = c.bind(ctx) }) {
 			panic(c.panicked) // an Adaptive's Key panicked; a Goexit does not return here
 		}
@@ -182,8 +186,15 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		dl := callDeadlines(begin, realNow, p.Timeout, parentDeadline, hasDeadline)
 		c.sched, c.timeout = offset(dl.sched, begin), offset(dl.timeout, begin)
 		c.primary.deadline = dl.real
-	} else {
+	}
+	asks := c.max > 1 || c.counts
+	c.firstHooks = c.budget != nil && !c.granted || asks && !quickDelay(c.delay)
+	switch {
+	case c.sched != never:
+	case c.track || c.clock != nil || c.firstHooks:
 		c.begin = c.reading() // no deadline: no wall time to read
+	default:
+		c.begin = unread // see since
 	}
 
 	// The primary's hooks run on its goroutine (see claimFirst), so that
@@ -194,8 +205,6 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	if t != nil {
 		t.counted = c.granted // from here on, the loop's grant is the call's
 	}
-	asks := c.max > 1 || c.counts
-	c.firstHooks = c.budget != nil && !c.granted || asks && !quickDelay(c.delay)
 	d := time.Duration(-1)
 	if asks && !c.firstHooks {
 		d = c.starting(0)
@@ -248,7 +257,6 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		}
 	}
 	c.val = zero // the call may outlive Do in a loser; do not pin the result
-	c.won = nil
 	learn, ran, complete, elapsed, began := c.learn, c.primaryRan, c.primaryDone, c.elapsed, c.began
 	c.mu.Unlock()
 	if unlink != nil {

@@ -100,16 +100,22 @@ func fastPathOptions(t *testing.T) []grpc.DialOption {
 // cancel func; grpc-go's link to that context, its Done channel and its
 // map of children (two); the first hedge's timer and its func; the
 // copies of the attempt's header (three) and trailer, which tell a
-// failure after headers and carry a pushback.
+// failure after headers and carry a pushback. Every hedge of a unary
+// call pays these on its fast path: the floor (floorUnary), which does
+// only what they are for, allocates as many.
 func TestUnaryFastPathAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("counts allocations of real gRPC calls")
 	}
 	plain := callAllocs(t, false)
+	floor := callAllocs(t, false, grpc.WithUnaryInterceptor(floorUnary))
 	hedged := callAllocs(t, false, fastPathOptions(t)...)
-	t.Logf("plain %v, hedged %v", plain, hedged)
+	t.Logf("plain %v, floor %v, hedged %v", plain, floor, hedged)
 	if extra := hedged - plain; extra > 12 {
 		t.Errorf("a hedged call allocates %v times more than a plain one (%v), want at most 12", extra, plain)
+	}
+	if hedged > floor {
+		t.Errorf("a hedged call allocates %v times, above the floor's %v", hedged, floor)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/tailcut/hedge/hedgegrpc"
@@ -84,9 +85,40 @@ func benchChecks(b *testing.B, client healthpb.HealthClient) {
 	}
 }
 
+// floorUnary is a unary interceptor that pays what every hedge of a
+// unary call must on its fast path, and nothing of a hedge's own: a state
+// of the call's (the attempt's header and trailer, its options, the cancel
+// func); a cancellable context for the primary, which a hedge that wins
+// cancels; a timer armed for the first hedge and stopped, whose func
+// reaches that state; and the attempt's header, whose arrival commits a
+// call that fails (A6), and trailer, which carries a pushback.
+func floorUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	c := &floorCall{}
+	ctx, c.cancel = context.WithCancelCause(ctx)
+	t := time.AfterFunc(time.Second, c.due)
+	o := append(append(c.opts[:0], opts...), grpc.Header(&c.header), grpc.Trailer(&c.trailer))
+	err := invoker(ctx, method, req, reply, cc, o...)
+	t.Stop()
+	c.cancel(nil)
+	return err
+}
+
+// floorCall is floorUnary's state of one call. The attempt's options live
+// in it, as a hedge's do, rather than in a slice of their own.
+type floorCall struct {
+	header, trailer metadata.MD
+	cancel          context.CancelCauseFunc
+	opts            [4]grpc.CallOption
+}
+
+// due is the timer's func: floorUnary never hedges, and the timer never
+// fires before the call ends.
+func (c *floorCall) due() { c.cancel(nil) }
+
 // BenchmarkUnary is the cost of the unary fast path over bufconn: the
 // primary answers long before the hedging delay. "plain" is the same call
-// on a channel without the interceptor; "throttled" adds the token bucket;
+// on a channel without the interceptor; "floor" is a plain call through an
+// interceptor that pays what every hedge must (floorUnary); "throttled" adds the token bucket;
 // "unhedged-throttled" is a call of a method no policy hedges on a
 // throttled channel, which the bucket counts; "hedged-headers" adds
 // CommitOnHeaders, whose stats handler makes grpc-go build the events of
@@ -106,6 +138,7 @@ func BenchmarkUnary(b *testing.B) {
 		opts []grpc.DialOption
 	}{
 		{"plain", nil},
+		{"floor", []grpc.DialOption{grpc.WithUnaryInterceptor(floorUnary)}},
 		{"hedged", benchHedged(b, target, nil)},
 		{"hedged-throttled", benchHedged(b, target, throttling)},
 		{"unhedged-throttled", unhedged.DialOptions(target)},

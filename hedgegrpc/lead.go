@@ -61,16 +61,12 @@ type primary struct {
 	// starts.
 	tied bool
 
-	mu       sync.Mutex
-	state    leadState
-	refusals int      // the first hedge was refused: by the token bucket, or after a commit
-	skips    int      // the first hedge fell due too close to the deadline
-	h        *handoff // set with handedOff
+	mu    sync.Mutex
+	state leadState
 	// The tie, when the primary is tied: began says that its server
 	// signalled its start, and following is attempt 0's context once a
 	// hedge handed the race to hedge.Do, which then hears of the start.
-	began     bool
-	following context.Context
+	began bool
 	// startedFirst: the primary's server had signalled its start before
 	// the race was handed over. Set before hedge.Do starts; read-only
 	// after. The race's hedges then neither ask for the signal nor hear
@@ -78,6 +74,10 @@ type primary struct {
 	// and a hedge it started at once would be tied by a start that came
 	// before the hedge was sent.
 	startedFirst bool
+	refusals     int      // the first hedge was refused: by the token bucket, or after a commit
+	skips        int      // the first hedge fell due too close to the deadline
+	h            *handoff // set with handedOff
+	following    context.Context
 }
 
 // handoff is the race a hedge started while the primary ran.
