@@ -95,7 +95,7 @@ func RunClosed(t *testing.T, c Closed, ct Contender) Row {
 	return row
 }
 
-// closedTable is the draws of c's calls, for fixed plans of up to hedges
+// table returns the draws of c's calls, for fixed plans of up to hedges
 // hedges.
 func (c Closed) table(hedges int) latencyTable {
 	t := latencyTable{hedges + 1, make([]time.Duration, c.Calls*(hedges+1))}
