@@ -41,8 +41,13 @@ func Auto[T any]() Policy[T] {
 //     to 1,000 primaries ran, the delay and the number of hedges (up to
 //     2) that minimise the calls' p99 for at most Load extra attempts per
 //     call (0.8 × Load while the bound below holds less than half of
-//     what it may save, so that it fills again). It replans every 250
-//     primaries.
+//     what it may save, so that it fills again). A plan of one hedge
+//     counts on its estimate of what it will spend, and where hedges
+//     start later than planned (a busy machine's timers) it spends less:
+//     while the bound holds more than three quarters of what it may save
+//     and hedges win as often as planned, it may spend up to 1.25 × Load
+//     on an earlier hedge (no earlier than 0.8 × its delay), until the
+//     plans spend about Load. It replans every 250 primaries.
 //   - A watch on the plan: while most recent primaries are slower than
 //     the plan expects (queues grow), while calls come a quarter faster
 //     than they did (an overload may be on its way), or while the plans

@@ -45,7 +45,7 @@ func autoContender() lab.Contender {
 //     outlast the delay more often than planned, the key takes the plan
 //     for stale and holds its hedges until the plan moves.
 //   - recovery, stragglers where started work runs on, seeds 2 and 3:
-//     block 5 at 1.17× (25 ms against 22 ms) and 1.104× the undisturbed
+//     block 5 at 1.110× (25 ms against 23 ms) and 1.104× the undisturbed
 //     run: one 1,000 calls' p99 against another's.
 var autoMisses = map[string][]uint64{
 	"overload queue 90/10 ρ0.5, ρ1.1 in block 2, cancel queued only":        {0, 1, 2, 3},

@@ -112,7 +112,13 @@ func (k *adaptiveKey) unsettled() bool {
 // hold. Called with k.plan.mu held.
 func (k *adaptiveKey) replan() {
 	surv := k.plan.survival()
-	plan := k.plan.replanWithin(surv, k.budget(), planTie)
+	budget := k.budget()
+	plan := k.plan.replanWithin(surv, budget, planTie, k.s.hedges)
+	if more := k.unspent(*k.plan.plan.Load()); more > 0 && plan.Hedges == 1 {
+		if p := k.plan.replanWithin(surv, budget+more, planTie, 1); float64(p.Delay) >= nudge*float64(plan.Delay) {
+			plan = p
+		}
+	}
 	p75 := int64(surv.quantileAt(1 - planQuarter))
 	old := k.p75.Swap(p75)
 	if old == 0 {
@@ -125,16 +131,51 @@ func (k *adaptiveKey) replan() {
 	k.plan.plan.Store(&plan)
 }
 
-// budget is the extra attempts per call that a new plan may spend: Load
-// while the bound holds at least half of what it may save, and down to
-// 0.8 × Load as it empties, so that the bound fills again after a
+// budget is the extra attempts per call that a new plan may spend:
+// Load while the bound holds at least half of what it may save, and down
+// to 0.8 × Load as it empties, so that the bound fills again after a
 // disturbance drew on it. A plan that spent all of Load would leave it
 // empty, and then every burst of slow calls would find their hedges
 // refused.
 func (k *adaptiveKey) budget() float64 {
-	fill := min(float64(2*k.bound.Load())/float64(k.s.boundMax), 1)
-	return k.s.load * (0.8 + 0.2*fill)
+	fill := min(float64(k.bound.Load())/float64(k.s.boundMax), 1)
+	return k.s.load * (0.8 + 0.4*min(fill, 0.5))
 }
+
+// unspent is what a plan of one hedge may spend on top of budget, in
+// extra attempts per call: Load × the share of the bound it holds past
+// three quarters full (up to 0.25 × Load), while hedges win at least 9/10
+// as often as the plan expects of them. A plan's count of what it will
+// spend is an estimate: off by the resolution of its histograms, by
+// hedges that start later than their delay (a busy machine's timers fire
+// late, and fewer calls are still running by then), by the spread of a
+// few hundred calls. The bound counts what was spent; while it holds more
+// than three quarters, what earlier plans left unspent buys an earlier
+// hedge, until the plans spend about Load, and a quarter of the bound is
+// kept for the next burst of slow calls. Where hedges win less often than
+// planned (attempts queue alike, or the slowness belongs to the request),
+// an earlier one would pay for less still. A plan of two hedges gets
+// nothing more: the bound's swings must not buy a plan that Load cannot
+// keep up.
+func (k *adaptiveKey) unspent(plan Plan) float64 {
+	fill := min(float64(k.bound.Load())/float64(k.s.boundMax), 1)
+	if fill <= 0.75 || plan.Hedges != 1 {
+		return 0
+	}
+	n := min(k.win.judged.Load(), uint64(k.s.win.samples))
+	if n < k.s.win.first || float64(k.win.wins.Load()) < 0.9*plan.WinRate*float64(n) {
+		return 0
+	}
+	return k.s.load * (fill - 0.75)
+}
+
+// nudge is the least share of a plan's delay that what is unspent may move
+// its hedge to. Where the latencies are smooth, spending a fifth more
+// moves the delay by a few percent; where a gap separates fast calls from
+// slow ones, a little more to spend moves it across the gap, to a hedge
+// of every slow call whose p99 is decided by how many calls draw two slow
+// attempts: luck, not an estimate's bias.
+const nudge = 0.8
 
 // forget drops what the key has learned, and sends no hedge until it has
 // planned again. Called with k.plan.mu held.

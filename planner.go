@@ -366,21 +366,24 @@ func (st *plannerState) evaluate(s survival, q float64, d time.Duration, h int) 
 // target quantile, and among those within the buckets' resolution of it
 // the cheapest. Ties are judged against the least latency, not pairwise,
 // so that no chain of slightly cheaper plans walks away from it.
-func (st *plannerState) replan(s survival) Plan { return st.replanWithin(s, st.load, planTie) }
+func (st *plannerState) replan(s survival) Plan {
+	return st.replanWithin(s, st.load, planTie, st.maxHedges)
+}
 
 // planTie is how much above the least expected latency a cheaper plan may
 // be and still be chosen: the buckets' resolution, about.
 const planTie = 1.02
 
-// replanWithin is replan for a budget of load extra attempts per call,
-// taking the cheapest plan within tie × the least latency.
-func (st *plannerState) replanWithin(s survival, load, tie float64) Plan {
+// replanWithin is replan for a budget of load extra attempts per call and
+// plans of at most hedges hedges, taking the cheapest plan within tie ×
+// the least latency.
+func (st *plannerState) replanWithin(s survival, load, tie float64, hedges int) Plan {
 	q := 1 - (1-st.target)*margin
 	none := st.evaluate(s, q, -1, 0)
 	least := none.Latency
 	var cands []Plan
 	lo, hi := bucketOf(st.floor), bucketOf(st.ceiling)
-	for h := 1; h <= st.maxHedges; h++ {
+	for h := 1; h <= min(hedges, st.maxHedges); h++ {
 		center, centerLat := -1, time.Duration(math.MaxInt64)
 		consider := func(i int) {
 			d := st.candidate(i)
