@@ -205,11 +205,17 @@ const unread = time.Duration(math.MinInt64)
 // the reading their predecessor started at. When an attempt failed early,
 // it is earlier than the real start, which changes nothing: the failure
 // made the attempt's own hedge moot, and the attempts after it are
-// scheduled from the reading.
+// scheduled from the reading. A delay of never armed no timer: it moves
+// the start back by nothing, or the first reading would be never itself,
+// which every deadline's test takes for one passed.
 func (c *call[T]) since() time.Duration {
 	now := c.reading()
 	if c.begin == unread {
-		c.begin = now - max(c.lastDelay, 0)
+		back := max(c.lastDelay, 0)
+		if back == never {
+			back = 0
+		}
+		c.begin = now - back
 	}
 	return now - c.begin
 }
