@@ -94,6 +94,14 @@ func TestCallOptions(t *testing.T) {
 		steps []step
 		want  seen
 	}{{
+		name:  "the primary wins",
+		steps: []step{ok(10 * ms)},
+		want:  seen{Header: []string{"0"}, Trailer: []string{"0"}, HasPeer: true, Finished: []codes.Code{codes.OK}},
+	}, {
+		name:  "a retry after the primary failed",
+		steps: []step{fail(10*ms, codes.Unavailable), ok(10 * ms)},
+		want:  seen{Header: []string{"1"}, Trailer: []string{"1"}, HasPeer: true, Finished: []codes.Code{codes.OK}},
+	}, {
 		name:  "the hedge wins",
 		steps: []step{hang(), ok(10 * ms), hang()},
 		want:  seen{Header: []string{"1"}, Trailer: []string{"1"}, HasPeer: true, Finished: []codes.Code{codes.OK}},
