@@ -198,14 +198,18 @@ const unread = time.Duration(math.MinInt64)
 // of the user's to ask first measures nothing from its start but its own
 // hedges' schedule, and a primary that answers before its hedge is due,
 // as most do, needs no clock at all: Do leaves the start unread. The
-// first reading, when the first hedge's timer fires or an attempt fails
-// first, takes the start as the first hedge's delay before it. When the
-// timer fires, that is the start but for the timer's own lateness, which
-// delays the hedges after it alike either way, as they are scheduled from
-// the reading their predecessor started at. When an attempt failed early,
-// it is earlier than the real start, which changes nothing: the failure
-// made the attempt's own hedge moot, and the attempts after it are
-// scheduled from the reading. A delay of never armed no timer: it moves
+// first reading, when the first hedge's timer fires, an attempt fails
+// first or the primary reports its start (Started), takes the start as
+// the first hedge's delay before it. When the timer fires, that is the
+// start but for the timer's own lateness, which delays the hedges after
+// it alike either way, as they are scheduled from the reading their
+// predecessor started at. When an attempt failed early, it is earlier
+// than the real start, which changes nothing: the failure made the
+// attempt's own hedge moot, and the attempts after it are scheduled from
+// the reading. When the primary reported its start early, it is earlier
+// too: the hedge then falls due at the timer, as it would have, and the
+// primary's wait (began) is the delay, not its wait, which nothing reads,
+// as only a Learner hears it. A delay of never armed no timer: it moves
 // the start back by nothing, or the first reading would be never itself,
 // which every deadline's test takes for one passed.
 func (c *call[T]) since() time.Duration {
