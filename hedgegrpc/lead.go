@@ -74,10 +74,10 @@ type primary struct {
 	// and a hedge it started at once would be tied by a start that came
 	// before the hedge was sent.
 	startedFirst bool
-	refusals     int      // the first hedge was refused: by the token bucket, or after a commit
-	skips        int      // the first hedge fell due too close to the deadline
-	h            *handoff // set with handedOff
-	following    context.Context
+	refusals     int             // the first hedge was refused: by the token bucket, or after a commit
+	skips        int             // the first hedge fell due too close to the deadline
+	h            *handoff        // set with handedOff
+	following    context.Context // attempt 0's context once the race is handed over (see began)
 }
 
 // handoff is the race a hedge started while the primary ran.
