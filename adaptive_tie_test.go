@@ -152,3 +152,72 @@ func TestAdaptiveQueueingKeyStillRetries(t *testing.T) {
 		}
 	})
 }
+
+// A transport may wrap one of an Adaptive's two roles in a hook of its
+// own, as hedgehttp's Delay adds pushback to a route's Adaptive and
+// hedgegrpc's Budget adds the token bucket to a method's: the Adaptive
+// in the other role still learns where its primaries' time goes, and
+// holds hedges against started work back while they queue.
+func TestAdaptiveTiedThroughAWrapper(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy func(a *hedge.Adaptive) hedge.Policy[int]
+	}{
+		{"Delay wrapped", func(a *hedge.Adaptive) hedge.Policy[int] {
+			return hedge.Policy[int]{Delay: wrappedDelay{a}, Budget: a}
+		}},
+		{"Budget wrapped", func(a *hedge.Adaptive) hedge.Policy[int] {
+			return hedge.Policy[int]{Delay: a, Budget: wrappedBudget{a}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := &hedge.Adaptive{Clock: clock.NewMock()}
+				ctx := context.Background()
+				settle(a, ctx)
+				save(a, ctx)
+				p := tc.policy(a)
+				var r hedge.Report
+				p.Observer = hedge.ObserverFunc(func(_ context.Context, got hedge.Report) { r = got })
+				calls90Tied(t, p, 2.0/3, 0, 600)
+				save(a, ctx)
+				plan := a.Plan(ctx)
+				if plan.Hedges == 0 {
+					t.Fatalf("plan %+v, want hedges", plan)
+				}
+				r = hedge.Report{}
+				hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+					hedge.Started(ctx)
+					if k := hedge.Attempt(ctx); k > 0 {
+						return k, lab.Wait(ctx, ms)
+					}
+					return 0, lab.Wait(ctx, 10*plan.Delay)
+				})
+				synctest.Wait()
+				want := hedge.Report{Attempts: 1, Winner: 0, BudgetRefusals: 1}
+				if diff := cmp.Diff(want, hedge.Report{Attempts: r.Attempts, Winner: r.Winner, BudgetRefusals: r.BudgetRefusals}); diff != "" {
+					t.Errorf("a primary that started at once (-want +got)\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+// wrappedDelay is an Adaptive's Delay and Learner behind a hook of a
+// transport's own.
+type wrappedDelay struct{ a *hedge.Adaptive }
+
+func (w wrappedDelay) Next(ctx context.Context, k int) time.Duration { return w.a.Next(ctx, k) }
+func (w wrappedDelay) Learn(ctx context.Context, primary time.Duration, complete bool) {
+	w.a.Learn(ctx, primary, complete)
+}
+
+// wrappedBudget is an Adaptive's Budget behind a hook of a transport's
+// own.
+type wrappedBudget struct{ a *hedge.Adaptive }
+
+func (w wrappedBudget) Allow(ctx context.Context, k int) bool { return w.a.Allow(ctx, k) }
+func (w wrappedBudget) Done(ctx context.Context, k int, o hedge.Outcome) {
+	w.a.Done(ctx, k, o)
+}
+func (w wrappedBudget) Release(ctx context.Context, k int) { w.a.Release(ctx, k) }
