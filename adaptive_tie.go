@@ -44,5 +44,5 @@ func (k *adaptiveKey) waited(wait, ran time.Duration) {
 
 // queues reports whether the key's primaries spend a third or more of
 // their time waiting for a worker: then a hedge against started work is
-// refused (see call.allow).
+// refused (see call.holds).
 func (k *adaptiveKey) queues() bool { return k.waitShare.Load() >= waitHigh }

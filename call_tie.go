@@ -6,22 +6,17 @@ import "time"
 // long its primary waited for a worker, and whether a hedge would race
 // work that has started.
 
-// allow asks the budget for extra attempt k. While the call's Adaptive
-// (see tieKey) queues, a timed hedge is refused while an attempt of the
-// call in flight has reported its start, without asking the budget: the
-// hedge would race running work, at the cost of a worker that queued
-// calls wait for. An attempt owed to a retryable result is asked for as
-// always. Called without c.mu, by the goroutine that claimed k.
-func (c *call[T]) allow(k int) bool {
-	if key := c.tieKey(); key != nil && !c.retrying && key.queues() {
-		c.mu.Lock()
-		running := c.runningLocked()
-		c.mu.Unlock()
-		if running {
-			return false
-		}
-	}
-	return c.budget.Allow(c.parent(), c.bn(k))
+// holds reports whether the call's Adaptive (see tieKey) refuses the
+// timed hedge due now: while its key queues, a hedge due while an attempt
+// of the call in flight has reported its start would race running work,
+// at the cost of a worker that queued calls wait for. The budget is not
+// asked. due decides it under c.mu, with the rest of what is due: an
+// attempt owed to a retryable result is never refused so, also one owed
+// while another goroutine claims, which a refusal decided outside c.mu
+// would drop with it. Called with c.mu held.
+func (c *call[T]) holds() bool {
+	key := c.tieKey()
+	return key != nil && key.queues() && c.runningLocked()
 }
 
 // runningLocked reports whether an attempt in flight has reported its
