@@ -29,7 +29,7 @@ func TestAdaptiveQueueingKeyRetriesAPrimaryThatFailsAsItsHedgeIsDue(t *testing.T
 		probe := p
 		probe.Observer = hedge.ObserverFunc(func(_ context.Context, got hedge.Report) { r = got })
 		busy := errors.New("busy")
-		lost, probed := 0, 0
+		lost, probed, held := 0, 0, 0
 		for i := range 1000 {
 			calls90Tied(t, p, 2.0/3, 600+5*i, 605+5*i) // keeps the breaker closed
 			save(a, ctx)
@@ -50,12 +50,18 @@ func TestAdaptiveQueueingKeyRetriesAPrimaryThatFailsAsItsHedgeIsDue(t *testing.T
 				return -1, busy // as the hedge falls due
 			})
 			synctest.Wait()
-			if err != nil && r.Attempts == 1 && r.BudgetRefusals == 1 {
+			switch {
+			case err != nil && r.Attempts == 1 && r.BudgetRefusals == 1:
 				lost++ // the retry was never asked for
+			case r.BudgetRefusals == 1:
+				held++ // the hedge came first, and was refused
 			}
 		}
 		if probed < 300 {
 			t.Fatalf("%d probes, want at least 300", probed)
+		}
+		if held == 0 {
+			t.Fatalf("no hedge of %d probes was held back: the key does not queue", probed)
 		}
 		if lost > 0 {
 			t.Errorf("%d of %d primaries that failed as their hedge fell due were owed a retry that was never sent", lost, probed)

@@ -51,7 +51,7 @@ var tieMisses = map[string]string{
 	"tie vs untied 90/10 ρ0.5, cancel running: contender, tied":                        "023",
 	"tie vs untied 90/10 ρ0.7, cancel queued only: contender, tied":                    "013",
 	"tie vs untied 90/10 ρ0.7, cancel running: best fixed plan, tied":                  "23",
-	"tie vs untied 90/10 ρ0.7, cancel running: contender, tied":                        "013",
+	"tie vs untied 90/10 ρ0.7, cancel running: contender, tied":                        "0123",
 	"tie waste 90/10 ρ0.5, ρ1.1 in block 2, cancel queued only: best fixed plan, tied": "12",
 	"tie waste 90/10 ρ0.5, ρ1.1 in block 2, cancel running: best fixed plan, tied":     "12",
 	"tie waste 90/10 ρ0.9, cancel queued only: best fixed plan, tied":                  "123",
@@ -67,7 +67,7 @@ var tieQuickMisses = map[string]string{
 	"tie queue 90/10 ρ0.95, cancel queued only: best fixed plan, tied": "01",
 	"tie queue 90/10 ρ0.95, cancel queued only: contender, tied":       "2",
 	"tie vs untied 90/10 ρ0.7, cancel running: best fixed plan, tied":  "03",
-	"tie vs untied 90/10 ρ0.7, cancel running: contender, tied":        "013",
+	"tie vs untied 90/10 ρ0.7, cancel running: contender, tied":        "0123",
 	"tie waste 90/10 ρ0.95, cancel queued only: best fixed plan, tied": "012",
 }
 

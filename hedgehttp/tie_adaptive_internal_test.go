@@ -88,11 +88,7 @@ func TestTiedRouteHoldsHedgesAgainstRunningWork(t *testing.T) {
 				for i := range 750 {
 					a.Learn(ctx, lab.FastSlow.Latency(i, 0), true)
 				}
-				for range 1000 {
-					a.Allow(ctx, 0)
-				}
-				// Enough for the share a primary waits to be learned.
-				for i := range 600 {
+				for i := range 1000 {
 					call(i)
 				}
 				for range 1000 {
