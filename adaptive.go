@@ -75,9 +75,9 @@ func Auto[T any]() Policy[T] {
 //     of their time waiting for a worker, a hedge due while an attempt of
 //     the call has started is refused (when the Adaptive is the Policy's
 //     Delay, or its Budget under a Delay that learns, as a hedgehttp
-//     Transport's route's is). It would race running work, and the work of
-//     whichever copy lost would be lost; a hedge of a call whose attempts
-//     all wait still goes out, as a tie makes it free.
+//     Transport's route's is). It would race running work, and the work
+//     of whichever copy lost would be lost; a hedge of a call whose
+//     attempts all wait still goes out, as a tie makes it free.
 //
 // A hedge that fails at once as retryable, as a server that sheds
 // hedges answers (hedgehttp.Shedder, hedgegrpc's), lost no race: the
