@@ -78,10 +78,11 @@ func Auto[T any]() Policy[T] {
 //   - Where servers signal starts (see Started), no hedge against started
 //     work while calls queue: while its primaries spend a third or more
 //     of their time waiting for a worker, a hedge due while an attempt of
-//     the call has started is refused (when the Adaptive is also the
-//     Policy's Delay). It would race running work, and the work of
-//     whichever copy lost would be lost; a hedge of a call whose attempts
-//     all wait still goes out, as a tie makes it free.
+//     the call has started is refused (when the Adaptive is the Policy's
+//     Delay, or its Budget under a Delay that learns, as a hedgehttp
+//     Transport's route's is). It would race running work, and the work
+//     of whichever copy lost would be lost; a hedge of a call whose
+//     attempts all wait still goes out, as a tie makes it free.
 //
 // A hedge that fails at once as retryable, as a server that sheds
 // hedges answers (hedgehttp.Shedder, hedgegrpc's), lost no race: the

@@ -37,6 +37,9 @@ type adaptiveKey struct {
 	// waitShare is the moving share of their time that recent primaries
 	// spent waiting for a worker (see adaptive_tie.go).
 	waitShare atomic.Int64
+	// waitFloor is the least time to their start signal of recent
+	// primaries, in ns (see adaptive_tie.go).
+	waitFloor atomic.Int64
 }
 
 // boundCalls is how many calls' worth of Load a key may save up: over any

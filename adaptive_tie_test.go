@@ -81,6 +81,57 @@ func TestAdaptiveTiedHoldsHedgesAgainstRunningWork(t *testing.T) {
 	}
 }
 
+// A start signal reaches the client a round trip after the request left
+// it, queue or no queue. A key whose servers start every request at once,
+// but whose latency is mostly that round trip (here 20 ms of the 90/10
+// upstream's 20–45 ms), waits for no worker: it still hedges a primary
+// whose execution turns slow.
+func TestAdaptiveTiedRoundTripIsNoQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rtt = 20 * ms
+		a := &hedge.Adaptive{Clock: clock.NewMock()}
+		ctx := context.Background()
+		settle(a, ctx)
+		save(a, ctx)
+		var r hedge.Report
+		p := hedge.Policy[int]{Delay: a, Budget: a, Observer: hedge.ObserverFunc(func(_ context.Context, got hedge.Report) {
+			r = got
+		})}
+		for i := range 600 {
+			hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+				d := lab.FastSlow.Latency(i, hedge.Attempt(ctx))
+				if err := lab.Wait(ctx, rtt); err != nil { // the request, and the signal back
+					return -1, err
+				}
+				hedge.Started(ctx)
+				return i, lab.Wait(ctx, d-rtt)
+			})
+			synctest.Wait()
+		}
+		save(a, ctx)
+		plan := a.Plan(ctx)
+		if plan.Hedges == 0 {
+			t.Fatalf("plan %+v, want hedges", plan)
+		}
+		r = hedge.Report{}
+		hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+			if err := lab.Wait(ctx, rtt); err != nil {
+				return -1, err
+			}
+			hedge.Started(ctx)
+			if k := hedge.Attempt(ctx); k > 0 {
+				return k, lab.Wait(ctx, ms)
+			}
+			return 0, lab.Wait(ctx, 10*plan.Delay) // an execution turned slow
+		})
+		synctest.Wait()
+		want := hedge.Report{Attempts: 2, Winner: 1}
+		if diff := cmp.Diff(want, hedge.Report{Attempts: r.Attempts, Winner: r.Winner, BudgetRefusals: r.BudgetRefusals}); diff != "" {
+			t.Errorf("a slow execution behind a round trip (-want +got)\n%s", diff)
+		}
+	})
+}
+
 // calls90Tied makes calls [from, to) of the 90/10 upstream through p, one
 // after another, in a synctest bubble; each primary reports its start
 // once it has waited the share waiting of its latency, and each hedge at
@@ -152,3 +203,71 @@ func TestAdaptiveQueueingKeyStillRetries(t *testing.T) {
 		}
 	})
 }
+
+// A transport may wrap one of an Adaptive's two roles in a hook of its
+// own, as hedgehttp's Delay adds pushback to a route's Adaptive and
+// hedgegrpc's Budget adds the token bucket to a method's: the Adaptive
+// in the other role still learns where its primaries' time goes, and
+// holds hedges against started work back while they queue.
+func TestAdaptiveTiedThroughAWrapper(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy func(a *hedge.Adaptive) hedge.Policy[int]
+	}{
+		{"Delay wrapped", func(a *hedge.Adaptive) hedge.Policy[int] {
+			return hedge.Policy[int]{Delay: wrappedDelay{a}, Budget: a}
+		}},
+		{"Budget wrapped", func(a *hedge.Adaptive) hedge.Policy[int] {
+			return hedge.Policy[int]{Delay: a, Budget: wrappedBudget{a}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := &hedge.Adaptive{Clock: clock.NewMock()}
+				ctx := context.Background()
+				settle(a, ctx)
+				p := tc.policy(a)
+				var r hedge.Report
+				p.Observer = hedge.ObserverFunc(func(_ context.Context, got hedge.Report) { r = got })
+				calls90Tied(t, p, 2.0/3, 0, 1000)
+				save(a, ctx)
+				plan := a.Plan(ctx)
+				if plan.Hedges == 0 {
+					t.Fatalf("plan %+v, want hedges", plan)
+				}
+				r = hedge.Report{}
+				hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+					hedge.Started(ctx)
+					if k := hedge.Attempt(ctx); k > 0 {
+						return k, lab.Wait(ctx, ms)
+					}
+					return 0, lab.Wait(ctx, 10*plan.Delay)
+				})
+				synctest.Wait()
+				want := hedge.Report{Attempts: 1, Winner: 0, BudgetRefusals: 1}
+				if diff := cmp.Diff(want, hedge.Report{Attempts: r.Attempts, Winner: r.Winner, BudgetRefusals: r.BudgetRefusals}); diff != "" {
+					t.Errorf("a primary that started at once (-want +got)\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+// wrappedDelay is an Adaptive's Delay and Learner behind a hook of a
+// transport's own.
+type wrappedDelay struct{ a *hedge.Adaptive }
+
+func (w wrappedDelay) Next(ctx context.Context, k int) time.Duration { return w.a.Next(ctx, k) }
+func (w wrappedDelay) Learn(ctx context.Context, primary time.Duration, complete bool) {
+	w.a.Learn(ctx, primary, complete)
+}
+
+// wrappedBudget is an Adaptive's Budget behind a hook of a transport's
+// own.
+type wrappedBudget struct{ a *hedge.Adaptive }
+
+func (w wrappedBudget) Allow(ctx context.Context, k int) bool { return w.a.Allow(ctx, k) }
+func (w wrappedBudget) Done(ctx context.Context, k int, o hedge.Outcome) {
+	w.a.Done(ctx, k, o)
+}
+func (w wrappedBudget) Release(ctx context.Context, k int) { w.a.Release(ctx, k) }

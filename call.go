@@ -308,7 +308,8 @@ func (c *call[T]) advance() (int, time.Duration, drop[T]) {
 // marks it claimed by the caller; 0 if none may. A retryable result owes
 // the next attempt at once: it has no delay to be too late for, so only
 // the deadline itself stops it. A timed hedge starts only with half its
-// delay left before the deadline. Called with c.mu held.
+// delay left before the deadline, and not while the call's Adaptive holds
+// it back (see holds). Called with c.mu held.
 func (c *call[T]) due(now time.Duration) int {
 	if c.claiming || c.decided {
 		return 0 // the claimer looks again when it is done
@@ -335,6 +336,10 @@ func (c *call[T]) due(now time.Duration) int {
 			c.skips++
 			return 0
 		}
+		if c.holds() {
+			c.refusals++
+			return 0
+		}
 	}
 	c.claiming = true
 	// The hooks the claimer asks may be slow: the Timeout must not wait
@@ -351,7 +356,7 @@ func (c *call[T]) due(now time.Duration) int {
 // attempt starts at it, without a second read.
 func (c *call[T]) claim(k int, seen time.Duration) *attemptCtx {
 	granted := true
-	if c.budget != nil && !c.guard(k, func() { granted = c.allow(k) }) {
+	if c.budget != nil && !c.guard(k, func() { granted = c.budget.Allow(c.parent(), c.bn(k)) }) {
 		return nil
 	}
 	d := time.Duration(-1)

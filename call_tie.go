@@ -6,22 +6,17 @@ import "time"
 // long its primary waited for a worker, and whether a hedge would race
 // work that has started.
 
-// allow asks the budget for extra attempt k. An Adaptive's key that
-// queues refuses a timed hedge while an attempt of the call in flight
-// has reported its start, without being asked: the hedge would race
-// running work, at the cost of a worker that queued calls wait for. An
-// attempt owed to a retryable result is asked for as always. Called
-// without c.mu, by the goroutine that claimed k.
-func (c *call[T]) allow(k int) bool {
-	if key, ok := c.budget.(*adaptiveKey); ok && !c.retrying && key.queues() {
-		c.mu.Lock()
-		running := c.runningLocked()
-		c.mu.Unlock()
-		if running {
-			return false
-		}
-	}
-	return c.budget.Allow(c.parent(), c.bn(k))
+// holds reports whether the call's Adaptive (see tieKey) refuses the
+// timed hedge due now: while its key queues, a hedge due while an attempt
+// of the call in flight has reported its start would race running work,
+// at the cost of a worker that queued calls wait for. The budget is not
+// asked. due decides it under c.mu, with the rest of what is due: an
+// attempt owed to a retryable result is never refused so, also one owed
+// while another goroutine claims, which a refusal decided outside c.mu
+// would drop with it. Called with c.mu held.
+func (c *call[T]) holds() bool {
+	key := c.tieKey()
+	return key != nil && key.queues() && c.runningLocked()
 }
 
 // runningLocked reports whether an attempt in flight has reported its
@@ -36,11 +31,26 @@ func (c *call[T]) runningLocked() bool {
 	return false
 }
 
-// learnWait tells an Adaptive's key, the call's Delay, how long of ran
-// the primary waited before it reported its start (began), if it did and
+// learnWait tells the call's Adaptive (see tieKey) how long of ran the
+// primary waited before it reported its start (began), if it did and
 // answered.
 func (c *call[T]) learnWait(began, ran time.Duration, complete bool) {
-	if key, ok := c.delay.(*adaptiveKey); ok && began > 0 && complete {
+	if key := c.tieKey(); key != nil && began > 0 && complete {
 		key.waited(began, ran)
 	}
+}
+
+// tieKey returns the key of the Adaptive whose calls' ties the call
+// learns from and is held back by: its Delay's, else its Budget's. The
+// two must be one key: a transport that wraps one role in a hook of its
+// own (hedgehttp's Delay adds pushback, hedgegrpc's Budget the token
+// bucket) leaves the Adaptive in the other, and a call that taught one
+// key and asked another would never hold a hedge back. Nil: neither is
+// an Adaptive.
+func (c *call[T]) tieKey() *adaptiveKey {
+	if key, ok := c.delay.(*adaptiveKey); ok {
+		return key
+	}
+	key, _ := c.budget.(*adaptiveKey)
+	return key
 }

@@ -13,8 +13,9 @@ import "context"
 // wait in a queue, so cancelling them wastes nothing ("tied requests").
 // An attempt that reported its start is never cancelled by another's,
 // and hedges still start at their delays, so that an execution that turns
-// slow is still hedged; a later start cancels only the attempts that have
-// not started. An attempt cancelled by a tie did no work: its Budget
+// slow is still hedged, unless an Adaptive whose primaries queue holds
+// them back (see Adaptive); a later start cancels only the attempts that
+// have not started. An attempt cancelled by a tie did no work: its Budget
 // grant is given back as for an attempt that never ran (see Budget), a
 // value it returns goes to Discard, and Report.Tied counts it. When the
 // primary is cancelled so, a Delay that learns (see Delay) hears how long

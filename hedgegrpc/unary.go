@@ -46,9 +46,10 @@ import (
 // call cancels its attempts that have not started, which leave their
 // server's queue without running. An attempt that started is never
 // cancelled so, and hedges still start at their delays, in case the
-// execution turns slow. Such attempts go through the channel's stream
-// interceptors, not through the unary interceptors chained after the
-// Interceptor. Against servers without Admission, which send no signal,
+// execution turns slow, unless a hedge.Adaptive whose calls queue holds
+// them back (see hedge.Adaptive). Such attempts go through the channel's
+// stream interceptors, not through the unary interceptors chained after
+// the Interceptor. Against servers without Admission, which send no signal,
 // attempts go through invoker as they would untied; Config.DisableTies
 // keeps them there. A method hedged at a
 // fixed hedgingDelay above 0 does not tie: its primary runs on the
