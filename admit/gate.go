@@ -41,7 +41,7 @@ import (
 // Shed too soon, it is lost where an idle moment later it would have won,
 // and a client that counts shed hedges as overload hedges less: in the
 // load lab at ρ 0.7 a default client's tied p99 is 791 ms with a 10 ms
-// wait, 689 ms with 200 ms and 843 ms with no hedging.
+// wait, 684 ms with 200 ms and 843 ms with no hedging.
 const DefaultHedgeWait = 200 * time.Millisecond
 
 var (
