@@ -3,14 +3,11 @@ package lab
 import (
 	"context"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/tailcut/hedge"
 )
@@ -120,33 +117,12 @@ func ClosedFixed(c Closed, d time.Duration, h int) Row {
 // p99 at no more than amp attempts per call.
 func ClosedOracle(c Closed, amp float64) Row {
 	c = c.withDefaults()
-	type plan struct {
-		d time.Duration
-		h int
-	}
-	var plans []plan
+	var plans []fixedPlan
 	for h := 1; h <= 2; h++ {
 		for x := float64(time.Millisecond); x <= float64(time.Second); x *= 1.02 {
-			plans = append(plans, plan{time.Duration(x), h})
+			plans = append(plans, fixedPlan{time.Duration(x), h})
 		}
 	}
 	table := c.table(2)
-	rows := make([]Row, len(plans))
-	var g errgroup.Group
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for i, p := range plans {
-		g.Go(func() error {
-			rows[i] = table.fixed(p.d, p.h)
-			return nil
-		})
-	}
-	g.Wait() // the replays return no errors
-	best := table.fixed(0, 0)
-	for _, r := range rows {
-		if r.Amp <= amp && r.P99 < best.P99 {
-			best = r
-		}
-	}
-	best.Name = "oracle: " + best.Name
-	return best
+	return table.oracle(plans, amp, table.fixed(0, 0))
 }

@@ -207,33 +207,40 @@ func (t latencyTable) fixed(d time.Duration, h int) Row {
 // to 12s, with the least p99 at an amplification of at most amp: the best
 // fixed delay chosen in hindsight.
 //
-// The plans are independent replays of the same calls, about 800 of
-// them, so they run on every processor on latencies drawn once; the
-// choice among them is made in the order of the sweep, as one goroutine
-// would make it.
+// The plans, about 800, replay the same calls, drawn once (see oracle).
 func Oracle(up Upstream, warm, calls int, amp float64) Row {
-	type plan struct {
-		d time.Duration
-		h int
-	}
-	var plans []plan
+	var plans []fixedPlan
 	for h := 1; h <= 2; h++ {
 		for x := math.Log(float64(5 * time.Millisecond)); x <= math.Log(float64(12*time.Second)); x += 0.02 {
-			plans = append(plans, plan{time.Duration(math.Exp(x)), h})
+			plans = append(plans, fixedPlan{time.Duration(math.Exp(x)), h})
 		}
 	}
-	table := latencies(up, warm, calls, 2)
+	return latencies(up, warm, calls, 2).oracle(plans, amp, Row{P99: math.MaxInt64})
+}
+
+// fixedPlan is a plan an oracle weighs: h hedges, one every d.
+type fixedPlan struct {
+	d time.Duration
+	h int
+}
+
+// oracle replays each of plans on t's latencies and returns the one with
+// the least p99 at no more than amp attempts per call, or none if no plan
+// beats it, named as an oracle's. The replays are independent, so they run
+// on every processor; the choice among them is made in the order of plans,
+// as one goroutine would make it.
+func (t latencyTable) oracle(plans []fixedPlan, amp float64, none Row) Row {
 	rows := make([]Row, len(plans))
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, p := range plans {
 		g.Go(func() error {
-			rows[i] = table.fixed(p.d, p.h)
+			rows[i] = t.fixed(p.d, p.h)
 			return nil
 		})
 	}
 	g.Wait() // the replays return no errors
-	best := Row{P99: math.MaxInt64}
+	best := none
 	for _, r := range rows {
 		if r.Amp <= amp && r.P99 < best.P99 {
 			best = r
