@@ -381,7 +381,13 @@ func (c *call[T]) claim(k int, seen time.Duration) *attemptCtx {
 		a = c.start(k, now, d)
 	} else {
 		c.refusals++
-		c.retryDue = 0
+		if c.retrying {
+			// A refused retry refuses those owed with it. A refused
+			// timed hedge says nothing of a retry owed meanwhile, by a
+			// result that came while the Budget was asked: it is asked
+			// for next (rule 2).
+			c.retryDue = 0
+		}
 		c.arm(now)
 	}
 	if c.retryDue > 0 || now >= c.nextAt {
