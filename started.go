@@ -63,8 +63,8 @@ func (c *call[T]) tie(a *attemptCtx) {
 		return
 	}
 	a.began = true
-	if a == &c.primary {
-		c.began = max(c.since(), 1) // 0 means none
+	if a == &c.primary && c.tieKey() != nil {
+		c.began = max(c.since(), 1) // 0 means none; only an Adaptive learns it
 	}
 	for b := &c.primary; b != nil; b = b.next {
 		if b.began || c.isKept(b) || !b.cancel(context.Canceled, ErrSuperseded) {
