@@ -138,8 +138,12 @@ func (k *adaptiveKey) replan() {
 // empty, and then every burst of slow calls would find their hedges
 // refused.
 func (k *adaptiveKey) budget() float64 {
-	fill := min(float64(k.bound.Load())/float64(k.s.boundMax), 1)
-	return k.s.load * (0.8 + 0.4*min(fill, 0.5))
+	return k.s.load * (0.8 + 0.4*min(k.fill(), 0.5))
+}
+
+// fill is the share of what it may save that the bound holds, in [0, 1].
+func (k *adaptiveKey) fill() float64 {
+	return min(float64(k.bound.Load())/float64(k.s.boundMax), 1)
 }
 
 // unspent is what a plan of one hedge may spend on top of budget, in
@@ -158,7 +162,7 @@ func (k *adaptiveKey) budget() float64 {
 // nothing more: the bound's swings must not buy a plan that Load cannot
 // keep up.
 func (k *adaptiveKey) unspent(plan Plan) float64 {
-	fill := min(float64(k.bound.Load())/float64(k.s.boundMax), 1)
+	fill := k.fill()
 	if fill <= 0.75 || plan.Hedges != 1 {
 		return 0
 	}
