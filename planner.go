@@ -34,10 +34,11 @@ import (
 // Load in any 1,000 calls (in a test where every latency tripled, the
 // first Window of calls after it ran at 1.18 attempts per call for a Load
 // of 0.15, where it ran at 1.96 without the count). Pair it with a
-// RatioBudget for a bound shared with retries. It learns (see Delay), safe for
-// concurrent use; its fields are read once, on first use. A Policy whose MaxAttempts is 0 follows the Planner:
-// up to 1+MaxHedges attempts. A MaxAttempts from 2 to MaxHedges would cut
-// every plan of more hedges, so Do rejects it; 1 still turns hedging off.
+// RatioBudget for a bound shared with retries. It learns (see Delay), and
+// is safe for concurrent use; its fields are read once, on first use. A
+// Policy whose MaxAttempts is 0 follows the Planner: up to 1+MaxHedges
+// attempts. A MaxAttempts from 2 to MaxHedges would cut every plan of
+// more hedges, so Do rejects it; 1 still turns hedging off.
 //
 // Do reports a bad setting as an error wrapping ErrInvalidPolicy from
 // every call, without calling fn.
