@@ -122,9 +122,11 @@ func (c *call) lead() (*unaryAttempt, error) {
 	c.timer = time.AfterFunc(m.fixed, c.due)
 	c.tied = !c.untied && m.signals.Load()
 	opts := c.ask(c.buf[:0], c.rest, &c.first, c.tied)
-	pctx := withPreviousAttempts(c.pctx, 0)
+	var pctx context.Context
 	if c.tied {
 		pctx = askStart(c.pctx, 0)
+	} else {
+		pctx = withPreviousAttempts(c.pctx, 0)
 	}
 	err := c.runFirst(pctx, opts)
 	return c.afterFirst(err)

@@ -123,9 +123,11 @@ func (s *stream) attempt(ctx context.Context) (a *streamAttempt, err error) {
 	// has a deadline; decide links the two.
 	sctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
-	actx := withPreviousAttempts(sctx, a.k)
+	var actx context.Context
 	if s.tied {
 		actx = askStart(sctx, a.k)
+	} else {
+		actx = withPreviousAttempts(sctx, a.k)
 	}
 	cs, err := s.streamer(actx, s.desc, s.cc, s.method, opts...)
 	s.mu.Lock()
