@@ -124,6 +124,18 @@ func save(a *hedge.Adaptive, ctx context.Context) {
 	}
 }
 
+// savedPlan saves as save does and returns the plan of ctx's key, which
+// must send hedges.
+func savedPlan(t *testing.T, a *hedge.Adaptive, ctx context.Context) hedge.Plan {
+	t.Helper()
+	save(a, ctx)
+	plan := a.Plan(ctx)
+	if plan.Hedges == 0 {
+		t.Fatalf("plan %+v, want hedges", plan)
+	}
+	return plan
+}
+
 // The bound: a settled key saves Load per call, up to 1,000 calls' worth;
 // an extra attempt takes a whole attempt or is refused, and a release
 // gives it back. Keys have bounds of their own, up to MaxKeys; keys past

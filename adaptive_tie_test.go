@@ -41,11 +41,7 @@ func TestAdaptiveTiedHoldsHedgesAgainstRunningWork(t *testing.T) {
 					r = got
 				})}
 				calls90Tied(t, p, tc.waiting, 0, 1000)
-				save(a, ctx)
-				plan := a.Plan(ctx)
-				if plan.Hedges == 0 {
-					t.Fatalf("plan %+v, want hedges", plan)
-				}
+				plan := savedPlan(t, a, ctx)
 				// The primary waits (forever if negative), reports its
 				// start, and works; a hedge starts at once and answers
 				// after a millisecond.
@@ -108,11 +104,7 @@ func TestAdaptiveTiedRoundTripIsNoQueue(t *testing.T) {
 			})
 			synctest.Wait()
 		}
-		save(a, ctx)
-		plan := a.Plan(ctx)
-		if plan.Hedges == 0 {
-			t.Fatalf("plan %+v, want hedges", plan)
-		}
+		plan := savedPlan(t, a, ctx)
 		r = hedge.Report{}
 		hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
 			if err := lab.Wait(ctx, rtt); err != nil {
@@ -165,11 +157,7 @@ func TestAdaptiveQueueingKeyStillRetries(t *testing.T) {
 		settle(a, ctx)
 		p := hedge.Policy[int]{Delay: a, Budget: a}
 		calls90Tied(t, p, 0, 0, 1000)
-		save(a, ctx)
-		plan := a.Plan(ctx)
-		if plan.Hedges == 0 {
-			t.Fatalf("plan %+v, want hedges", plan)
-		}
+		savedPlan(t, a, ctx)
 		var r hedge.Report
 		probe := p
 		probe.Observer = hedge.ObserverFunc(func(_ context.Context, got hedge.Report) { r = got })
@@ -230,11 +218,7 @@ func TestAdaptiveTiedThroughAWrapper(t *testing.T) {
 				var r hedge.Report
 				p.Observer = hedge.ObserverFunc(func(_ context.Context, got hedge.Report) { r = got })
 				calls90Tied(t, p, 2.0/3, 0, 1000)
-				save(a, ctx)
-				plan := a.Plan(ctx)
-				if plan.Hedges == 0 {
-					t.Fatalf("plan %+v, want hedges", plan)
-				}
+				plan := savedPlan(t, a, ctx)
 				r = hedge.Report{}
 				hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
 					hedge.Started(ctx)

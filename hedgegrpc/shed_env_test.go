@@ -136,26 +136,32 @@ func startShed(t *testing.T, shed *hedgegrpc.Shedder, svc *guarded, cfg hedgegrp
 			return h(srv, ss)
 		}, shed.Stream),
 	)
+	dial = append(dial, in.DialOptions(target)...)
+	e.conn = serveHealth(t, gs, svc, lis, target, append(dial, grpc.WithChainUnaryInterceptor(e.tries.unary))...)
+	e.client = healthpb.NewHealthClient(e.conn)
+	return e
+}
+
+// serveHealth serves svc on lis with gs and dials target without
+// credentials; the test's cleanup closes the connection and stops gs.
+func serveHealth(t *testing.T, gs *grpc.Server, svc *guarded, lis net.Listener, target string, dial ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
 	healthpb.RegisterHealthServer(gs, svc)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
 		gs.Serve(lis)
 	}()
-	dial = append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	dial = append(dial, in.DialOptions(target)...)
-	dial = append(dial, grpc.WithChainUnaryInterceptor(e.tries.unary))
-	e.conn, err = grpc.NewClient(target, dial...)
+	conn, err := grpc.NewClient(target, append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		e.conn.Close()
+		conn.Close()
 		gs.Stop()
 		<-served
 	})
-	e.client = healthpb.NewHealthClient(e.conn)
-	return e
+	return conn
 }
 
 func startShedTCP(t *testing.T, shed *hedgegrpc.Shedder, svc *guarded, cfg hedgegrpc.Config) *shedEnv {

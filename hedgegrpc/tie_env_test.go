@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -106,22 +105,7 @@ func serveReplicas(t *testing.T, svc *guarded, cfg hedgegrpc.Config, adms []*hed
 			return err
 		}),
 	)
-	healthpb.RegisterHealthServer(gs, svc)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		gs.Serve(lis)
-	}()
-	dial = append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	r.conn, err = grpc.NewClient(target, append(dial, in.DialOptions(target)...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		r.conn.Close()
-		gs.Stop()
-		<-served
-	})
+	r.conn = serveHealth(t, gs, svc, lis, target, append(dial, in.DialOptions(target)...)...)
 	r.client = healthpb.NewHealthClient(r.conn)
 	return r
 }

@@ -75,6 +75,15 @@ func tallies(rs []hedge.Report) []tally {
 	return out
 }
 
+// hedgeApart routes a call's primary to the first replica and its hedge
+// to the second.
+func hedgeApart(_, k string) int {
+	if k == "1" {
+		return 1
+	}
+	return 0
+}
+
 func gates(gs ...*admit.Gate) []*hedgegrpc.Admission {
 	var adms []*hedgegrpc.Admission
 	for _, g := range gs {
@@ -95,13 +104,7 @@ func TestTieUnary(t *testing.T) {
 				rep := &reports{}
 				svc := &guarded{check: answers(50 * ms)}
 				// The primary waits at a busy replica, the hedge reaches a free one.
-				r := startReplicas(t, svc, tied("Check", 2, rep, kind.fixed), gates(&admit.Gate{Limit: 1}, &admit.Gate{Limit: 1}),
-					func(call, k string) int {
-						if k == "1" {
-							return 1
-						}
-						return 0
-					})
+				r := startReplicas(t, svc, tied("Check", 2, rep, kind.fixed), gates(&admit.Gate{Limit: 1}, &admit.Gate{Limit: 1}), hedgeApart)
 				r.warm(t, rep, kind.fixed)
 				r.block(t, "Check")
 				start := time.Now()
@@ -131,13 +134,7 @@ func TestTieUnary(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rep := &reports{}
 				svc := &guarded{check: answers(50 * ms)}
-				r := startReplicas(t, svc, tied("Check", 2, rep, kind.fixed), gates(&admit.Gate{Limit: 1}, &admit.Gate{Limit: 1}),
-					func(call, k string) int {
-						if k == "1" {
-							return 1
-						}
-						return 0
-					})
+				r := startReplicas(t, svc, tied("Check", 2, rep, kind.fixed), gates(&admit.Gate{Limit: 1}, &admit.Gate{Limit: 1}), hedgeApart)
 				r.block(t, "Check")
 				for _, call := range []string{"c", "d"} {
 					if _, err := r.client.Check(withLabel(context.Background(), call), req); err != nil {
@@ -358,13 +355,7 @@ func TestTieServerStream(t *testing.T) {
 			time.Sleep(20 * ms)
 			return ss.Send(&healthpb.HealthCheckResponse{Status: servingOf(k)})
 		}}
-		r := startReplicas(t, svc, tied("Watch", 2, rep, false), gates(&admit.Gate{Limit: 1}, &admit.Gate{Limit: 1}),
-			func(call, k string) int {
-				if k == "1" {
-					return 1
-				}
-				return 0
-			})
+		r := startReplicas(t, svc, tied("Watch", 2, rep, false), gates(&admit.Gate{Limit: 1}, &admit.Gate{Limit: 1}), hedgeApart)
 		r.block(t, "Watch")
 		start := time.Now()
 		w, err := r.client.Watch(withLabel(context.Background(), "w"), &healthpb.HealthCheckRequest{})
@@ -422,13 +413,7 @@ func TestTieUnaryTCP(t *testing.T) {
 			<-ch
 		}
 	}
-	r := serveReplicas(t, svc, cfg, gates(&admit.Gate{Limit: 1}, &admit.Gate{Limit: 1}),
-		func(call, k string) int {
-			if k == "1" {
-				return 1
-			}
-			return 0
-		}, arrive, lis, lis.Addr().String())
+	r := serveReplicas(t, svc, cfg, gates(&admit.Gate{Limit: 1}, &admit.Gate{Limit: 1}), hedgeApart, arrive, lis, lis.Addr().String())
 	r.block(t, "Check")
 	defer close(r.release)
 	go func() {
