@@ -22,6 +22,11 @@ func TestFastPathAllocations(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { hedge.Do(ctx, auto, fn) }); n > 3 {
 		t.Errorf("Auto: %v allocations per call, want at most 3", n)
 	}
+	// The primary on the caller's goroutine costs no allocation either.
+	p.Inline = true
+	if n := testing.AllocsPerRun(1000, func() { hedge.Do(ctx, p, fn) }); n > 3 {
+		t.Errorf("Inline: %v allocations per call, want at most 3", n)
+	}
 	// Without a timed hedge and a timeout there is no timer at all.
 	p = hedge.Policy[int]{MaxAttempts: 1}
 	if n := testing.AllocsPerRun(1000, func() { hedge.Do(ctx, p, fn) }); n > 2 {

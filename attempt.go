@@ -10,8 +10,9 @@ import (
 // and takes its result into the call.
 
 // run runs attempt a on this goroutine and returns the attempt to run next
-// on it, if its result made one start at once.
-func (c *call[T]) run(a *attemptCtx) (next *attemptCtx) {
+// on it, if its result made one start at once. here says this goroutine
+// is the caller's (see Policy.Inline).
+func (c *call[T]) run(a *attemptCtx, here bool) (next *attemptCtx) {
 	if a.canceled() {
 		// Claimed just before the call was decided: do not call fn.
 		c.mu.Lock()
@@ -27,14 +28,14 @@ func (c *call[T]) run(a *attemptCtx) (next *attemptCtx) {
 	// runtime.Goexit.
 	defer func() {
 		if !r.recorded {
-			next = c.record(a, &r, false)
+			next = c.record(a, &r, false, here)
 		}
 	}()
 	c.invoke(a, &r)
 	r.recorded = true
-	next = c.record(a, &r, true)
+	next = c.record(a, &r, true, here)
 	if r.later {
-		c.report(a, &r)
+		c.report(a, &r, here)
 	}
 	return next
 }
@@ -46,8 +47,8 @@ func (c *call[T]) run(a *attemptCtx) (next *attemptCtx) {
 // stack, and a budget that keeps state per key (an Adaptive, with its
 // breaker) is deep enough that under record's frames the stack grew on
 // every call, copying each frame beneath.
-func (c *call[T]) report(a *attemptCtx, r *result[T]) {
-	defer c.drop(r.d)
+func (c *call[T]) report(a *attemptCtx, r *result[T], here bool) {
+	defer c.dropFrom(here, r.d)
 	c.tell(c.local(a), r.told, r.hold)
 }
 
@@ -88,7 +89,7 @@ func (c *call[T]) invoke(a *attemptCtx, r *result[T]) {
 // the budget's frame off it, and when no attempt starts at once and the
 // caller can (later), it leaves the report in r for report, once these
 // frames are gone.
-func (c *call[T]) record(a *attemptCtx, r *result[T], later bool) *attemptCtx {
+func (c *call[T]) record(a *attemptCtx, r *result[T], later, here bool) *attemptCtx {
 	var d, own drop[T]
 	k := 0
 	c.mu.Lock()
@@ -143,7 +144,7 @@ func (c *call[T]) record(a *attemptCtx, r *result[T], later bool) *attemptCtx {
 	c.unlock()
 	// Deferred: a Discard or a Done that calls runtime.Goexit must not keep
 	// own from being counted through, or Do would wait for it for ever.
-	defer c.drop(own)
+	defer c.dropFrom(here, own)
 	if tied {
 		c.release(c.local(a)) // it waited in a queue and did no work
 		return nil
@@ -158,9 +159,9 @@ func (c *call[T]) record(a *attemptCtx, r *result[T], later bool) *attemptCtx {
 	case c.budget != nil && k == 0 && later:
 		r.told, r.hold, r.d, r.later = o, hold, d, true
 	case c.budget != nil:
-		c.tellThenDrop(c.local(a), o, hold, d)
+		c.tellThenDrop(c.local(a), o, hold, d, here)
 	default:
-		c.drop(d)
+		c.dropFrom(here, d)
 	}
 	if k > 0 {
 		return c.claim(k, -1)
@@ -171,8 +172,8 @@ func (c *call[T]) record(a *attemptCtx, r *result[T], later bool) *attemptCtx {
 // tellThenDrop tells the budget how attempt k ended, then hands d to
 // Discard, also when Done calls runtime.Goexit. A function of its own, so
 // that the path without a budget keeps its frame small.
-func (c *call[T]) tellThenDrop(k int, o Outcome, hold bool, d drop[T]) {
-	defer c.drop(d)
+func (c *call[T]) tellThenDrop(k int, o Outcome, hold bool, d drop[T], here bool) {
+	defer c.dropFrom(here, d)
 	c.tell(k, o, hold)
 }
 

@@ -50,6 +50,13 @@ func BenchmarkFastPath(b *testing.B) {
 			hedge.Do(ctx, p, answer1)
 		}
 	})
+	b.Run("hedge-inline", func(b *testing.B) {
+		b.ReportAllocs()
+		p := hedge.Policy[int]{Delay: hedge.Fixed(time.Hour), Inline: true}
+		for b.Loop() {
+			hedge.Do(ctx, p, answer1)
+		}
+	})
 	b.Run("hedge-auto", func(b *testing.B) {
 		b.ReportAllocs()
 		p := hedge.Auto[int]()
@@ -167,6 +174,13 @@ func BenchmarkParallelFastPath(b *testing.B) {
 	}
 	// The production policy: a plan, a bound, a win rate and a breaker,
 	// learning from every call.
+	b.Run("hedge-inline", func(b *testing.B) {
+		b.ReportAllocs()
+		p := hedge.Policy[int]{Delay: hedge.Fixed(time.Hour), Inline: true}
+		for b.Loop() {
+			hedge.Do(ctx, p, answer1)
+		}
+	})
 	b.Run("hedge-auto", func(b *testing.B) {
 		b.ReportAllocs()
 		p := hedge.Auto[int]()

@@ -228,7 +228,11 @@ func (c *call[T]) since() time.Duration {
 func (c *call[T]) parent() context.Context { return c.primary.parent }
 
 // step starts whatever is due and runs it on this goroutine.
-func (c *call[T]) step() {
+func (c *call[T]) step() { c.steps(false) }
+
+// steps is step; here says this goroutine is the caller's (see
+// Policy.Inline).
+func (c *call[T]) steps(here bool) {
 	var a *attemptCtx
 	if c.runFirst.Load() && c.runFirst.CompareAndSwap(true, false) {
 		// The primary runs, or, when the call ended before it could, run
@@ -241,19 +245,19 @@ func (c *call[T]) step() {
 			c.mu.Lock()
 			_, _, d := c.advance()
 			c.unlock()
-			c.drop(d)
+			c.dropFrom(here, d)
 		}
 	} else {
 		c.mu.Lock()
 		k, now, d := c.advance()
 		c.unlock()
-		c.drop(d)
+		c.dropFrom(here, d)
 		if k > 0 {
 			a = c.claim(k, now)
 		}
 	}
 	for a != nil {
-		a = c.run(a)
+		a = c.run(a, here)
 	}
 }
 

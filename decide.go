@@ -123,6 +123,18 @@ func (c *call[T]) won() *attemptCtx {
 	return nil
 }
 
+// dropFrom hands d to Discard on this goroutine, unless it is the
+// caller's (here, see Policy.Inline): a slow Discard there would hold Do,
+// which does not wait for a late loser's Discard, nor, past the
+// deadline, for an early drop's.
+func (c *call[T]) dropFrom(here bool, d drop[T]) {
+	if here && d.ok && c.discard != nil {
+		go c.drop(d)
+		return
+	}
+	c.drop(d)
+}
+
 func (c *call[T]) drop(d drop[T]) {
 	if !d.ok || c.discard == nil {
 		return

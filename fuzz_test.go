@@ -20,6 +20,7 @@ type timeline struct {
 	delay   time.Duration
 	max     int
 	timeout time.Duration
+	inline  bool // Policy.Inline
 	steps   []script
 }
 
@@ -198,6 +199,11 @@ func model(tl timeline) (v verdict, ok bool) {
 			k := int(what - signals)
 			began[k] = true
 			for j := range inflight {
+				if !began[j] && starts[j] == now {
+					// Whether j's fn is called before the tie cancels it
+					// is open: a tie at the instant it starts may skip it.
+					return verdict{}, false
+				}
 				if !began[j] {
 					delete(inflight, j)
 					if tl.steps[j].ignore {
@@ -269,7 +275,7 @@ func run(t *testing.T, tl timeline, slow slowHooks) (verdict, []int) {
 			})
 		}
 		p := hedge.Policy[answer]{
-			Delay: delay, MaxAttempts: tl.max, Timeout: tl.timeout, Budget: permits,
+			Delay: delay, MaxAttempts: tl.max, Timeout: tl.timeout, Budget: permits, Inline: tl.inline,
 			Classify: func(a answer, err error) hedge.Outcome {
 				if err == nil && a.kind == retryable {
 					return hedge.Retryable
@@ -398,11 +404,25 @@ func FuzzDo(f *testing.F) {
 		{1, 2, 0, 200, 0x10, 100, 0x80, 150, 1},        // the primary starts at once: the first hedge's start ties the second only
 		{1, 3, 0, 99, 0x21, 90, 0x20, 80, 0x20, 70, 0}, // each attempt starts before the next comes: none is tied
 		{1, 2, 0, 30, 0x31, 100, 0x80, 50, 0},          // the started primary fails: the hedge's start ties the retry
+		{6, 2, 0, 250, 0, 50, 0},                       // inline: the hedge wins
+		{6, 3, 0, 30, 1, 200, 0, 98, 0},                // inline: the retry runs on the caller's goroutine
+		{5, 3, 2, 200, 4, 200, 4, 200, 4},              // inline: the deadline
+		{6, 2, 0, 250, 4, 50, 3},                       // inline: the hedge panics
+		{5, 2, 0, 200, 0, 100, 0x80, 50, 0},            // inline: the hedge's start ties the primary
 	} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tl := decodeTimeline(data)
+		if len(data) > 0 && data[0]&4 != 0 {
+			// The primary on the caller's goroutine, and every attempt
+			// honouring its context, as Inline asks: Do keeps the
+			// model's timeline all the same.
+			tl.inline = true
+			for k := range tl.steps {
+				tl.steps[k].ignore = false
+			}
+		}
 		want, ok := model(tl)
 		if !ok {
 			t.Skip("two events at one instant: the order is open")

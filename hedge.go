@@ -35,7 +35,9 @@
 // doing better than the default; every budget's zero value is ready too.
 //
 // Do does not wait for the attempts it cancels: fn must honour its
-// context, or its goroutine runs on until fn returns. Everything Do holds
+// context, or its goroutine runs on until fn returns. (Policy.Inline
+// trades that for speed: the primary runs on the caller's goroutine, and
+// Do waits for it.) Everything Do holds
 // (goroutines, timers, budget permits, the link to ctx) is released once
 // every fn it started has returned.
 package hedge
@@ -43,12 +45,15 @@ package hedge
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"time"
 )
 
 var defaultDelay Delay = fixed(DefaultDelay)
+
+var forceInline = os.Getenv("HEDGE_INLINE") != ""
 
 // Do calls fn and, while no acceptable answer has come, starts more
 // attempts of it as p says, each on its own goroutine; it returns the
@@ -57,7 +62,8 @@ var defaultDelay Delay = fixed(DefaultDelay)
 //
 // Attempt 0 starts at once, on a goroutine of its own, which first asks
 // p.Delay and p.Budget about it if they may run code of the user's: a
-// slow hook delays fn, never Do's deadline. Attempt k+1 starts when attempt k has run for
+// slow hook delays fn, never Do's deadline. With p.Inline it runs on the
+// caller's goroutine instead, and Do returns only once it has. Attempt k+1 starts when attempt k has run for
 // p.Delay's delay for k, or at once when an attempt ends retryable, as long
 // as no result has been chosen, fewer than p.MaxAttempts have started,
 // p.Budget grants it, and at least half of that delay is left before the
@@ -80,7 +86,8 @@ var defaultDelay Delay = fixed(DefaultDelay)
 // without calling fn. If ctx is done during the call (its deadline
 // included), Do returns context.Cause(ctx) at once; if the Timeout passes
 // first, it returns context.DeadlineExceeded at once; either way it
-// cancels every attempt and waits neither for fn nor for Discard.
+// cancels every attempt and waits neither for fn nor for Discard (but
+// for the primary's fn with p.Inline).
 //
 // If an attempt (fn or the classifier) panics, Do cancels the others and
 // panics in the caller's goroutine with a *PanicError carrying the
@@ -104,6 +111,9 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	}
 	if ctx == nil {
 		panic("hedge: nil Context")
+	}
+	if forceInline {
+		p.Inline = true
 	}
 	t := takeTry(ctx)
 	if t != nil { // the call is a try of a retry loop, which hears how it ended
@@ -218,14 +228,50 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	} else {
 		c.start(0, 0, d) // unlock starts the first hedge if it is due already
 	}
+	// A hedge due at once would race the caller to the primary's start,
+	// and its start signal could tie the primary before fn is called: the
+	// primary then starts on a goroutine of its own first, as without
+	// Inline.
+	inline := p.Inline && !c.kick
 	c.unlock()
-	go c.stepFn()
 	// The call stays linked to ctx until Do returns, and not after: a
 	// long-lived ctx must not accumulate finished calls.
 	var unlink func() bool
+	if inline {
+		if ctx.Done() != nil {
+			unlink = context.AfterFunc(ctx, c.stepFn)
+		}
+		return c.runHere(ctx, p.Observer, outcome, t, unlink)
+	}
+	go c.stepFn()
 	if ctx.Done() != nil {
 		unlink = context.AfterFunc(ctx, c.stepFn)
 	}
+	return c.await(ctx, p.Observer, outcome, t, unlink, false)
+}
+
+// runHere runs the primary on the caller's goroutine (Policy.Inline),
+// then waits for the call as await does. If fn calls runtime.Goexit
+// there, the call ends as it does when fn does so on a goroutine of its
+// own, and the Goexit goes on once await has reported it.
+func (c *call[T]) runHere(ctx context.Context, obs Observer, outcome *Outcome, t *try, unlink func() bool) (T, error) {
+	exiting := true
+	defer func() {
+		if exiting {
+			c.await(ctx, obs, outcome, t, unlink, true)
+		}
+	}()
+	c.steps(true)
+	exiting = false
+	return c.await(ctx, obs, outcome, t, unlink, false)
+}
+
+// await waits for the call's decision and for the discards before it,
+// reports the call to the Learner and obs, and returns the decision, or
+// re-raises its panic or runtime.Goexit; exiting says the caller's
+// goroutine exits already.
+func (c *call[T]) await(ctx context.Context, obs Observer, outcome *Outcome, t *try, unlink func() bool, exiting bool) (T, error) {
+	var zero T
 	c.mu.Lock()
 	// A result or a panic waits for the values superseded before it to be
 	// discarded, unless ctx or the deadline ends the wait; a context error
@@ -242,7 +288,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		t.started = int(c.started)
 	}
 	var report Report
-	if p.Observer != nil {
+	if obs != nil {
 		report = Report{
 			Attempts: int(c.started), Winner: int(c.winner), Outcome: c.outcome,
 			Primary: c.primaryRan, PrimaryAnswered: c.primaryDone,
@@ -265,7 +311,7 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	// The Learner and the Observer run before Do returns v: if either
 	// panics or calls runtime.Goexit, v is not returned, so it goes to
 	// Discard.
-	unreturned := (learn || p.Observer != nil) && err == nil && pe == nil && !goexit && c.discard != nil
+	unreturned := (learn || obs != nil) && err == nil && pe == nil && !goexit && c.discard != nil
 	if unreturned {
 		defer func() {
 			if unreturned {
@@ -279,14 +325,14 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 		}
 		c.learnWait(began, ran, complete)
 	}
-	if p.Observer != nil {
+	if obs != nil {
 		report.Elapsed = elapsed
-		p.Observer.Observe(ctx, report)
+		obs.Observe(ctx, report)
 	}
 	if pe != nil {
 		panic(pe)
 	}
-	if goexit {
+	if goexit && !exiting {
 		runtime.Goexit()
 	}
 	unreturned = false

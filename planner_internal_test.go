@@ -15,7 +15,7 @@ func TestNoBudgetNoDone(t *testing.T) {
 	c.primary.parent = context.Background()
 	a := &attemptCtx{parent: context.Background(), n: 1}
 	a.cancel(context.Canceled, ErrSuperseded) // claimed, then the call was decided
-	c.run(a)
+	c.run(a, false)
 	if c.panicked != nil || c.inflight != 0 {
 		t.Errorf("skipping a cancelled attempt with no Budget: panicked %v, %d in flight", c.panicked, c.inflight)
 	}

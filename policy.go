@@ -65,6 +65,20 @@ type Policy[T any] struct {
 	// Clock is the time source for delays and the Timeout. Nil means real
 	// time. Cancellation by ctx follows ctx's own clock.
 	Clock clock.Clock
+
+	// Inline runs the primary on the caller's goroutine instead of a
+	// goroutine of its own, with the attempt that its retryable result
+	// starts at once, if any. That saves a goroutine per call, and fn
+	// runs on the caller's stack, already grown, where a deep client (a
+	// net/http Transport needs about 8 KiB) grows a new goroutine's stack
+	// by copying it. The price is the promise that Do returns at the
+	// deadline even if fn ignores its context: Do returns once the
+	// primary's fn has, and the primary's Delay and Budget hooks run on
+	// the caller's goroutine before fn. Set it when fn returns as soon as
+	// its context ends, as net/http's, grpc-go's and database/sql's calls
+	// do. False, the zero value, runs every attempt on a goroutine of its
+	// own.
+	Inline bool
 }
 
 // Validate reports what Do would reject p for, so that a program can

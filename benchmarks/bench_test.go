@@ -70,6 +70,15 @@ func BenchmarkFastPath(b *testing.B) {
 			hedge.Do(ctx, p, answer)
 		}
 	})
+	// The primary on the caller's goroutine, for an fn that honours its
+	// context: below the floor's promise, so not held to it.
+	b.Run("hedge-inline", func(b *testing.B) {
+		b.ReportAllocs()
+		p := hedge.Policy[int]{Delay: hedge.Fixed(time.Hour), Inline: true}
+		for b.Loop() {
+			hedge.Do(ctx, p, answer)
+		}
+	})
 }
 
 // Delay 0 makes the hedge fire on every call without measuring the

@@ -175,13 +175,48 @@ func discard(r result) { release(r.resp) }
 // closure over the call: the call travels in the context. It grows the
 // attempt's stack first if Base needs it to (see stack.go), while the
 // frames beneath are few.
+//
+// When the Transport's hedges are its own (no Delay and no Budget, whose
+// hooks could fail on another goroutine), the primary runs on the
+// caller's goroutine (hedge.Policy.Inline), whose stack has grown
+// already and is the caller's business. hedge.Do then returns only once
+// the primary has, and a Base or a Classify that fails in a hedge ends
+// the call without the cancellation that reaches the primary's request
+// when an answer ends it: the hedge cancels it then (see beside).
 func run(ctx context.Context) (result, error) {
 	c := callOf(ctx)
+	if c.t.inline {
+		if hedge.Attempt(ctx) == 0 {
+			return c.do(ctx, -1) // level -1 casts no vote on the caller's stack
+		}
+		return c.beside(ctx)
+	}
 	level := c.t.stackLevel.Load()
 	if level > 0 {
 		growStack(level)
 	}
 	return c.do(ctx, level)
+}
+
+// beside runs a hedge while the primary runs on the caller's goroutine
+// (see run). If Base or Classify panics or calls runtime.Goexit in it,
+// hedge.Do, which re-raises that on the caller's goroutine, waits for
+// the primary first: the primary's request is cancelled here, as an
+// answer would cancel it, so that it does not wait for its server.
+func (c *call) beside(ctx context.Context) (r result, err error) {
+	ok := false
+	defer func() {
+		if !ok {
+			c.cancelLosers(nil)
+		}
+	}()
+	level := c.t.stackLevel.Load()
+	if level > 0 {
+		growStack(level)
+	}
+	r, err = c.do(ctx, level)
+	ok = true
+	return r, err
 }
 
 // attempt holds what one attempt owns, in one allocation; the primary's

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -108,24 +109,64 @@ func TestLoserReachesDoAfterTheWinner(t *testing.T) {
 // When the call ends in a panic (here the classifier's, on the hedge's
 // response), the attempt still waiting for its header is cancelled.
 func TestLoserCancelledWhenTheCallPanics(t *testing.T) {
+	// The zero Delay runs the primary on the caller's goroutine, where
+	// hedge.Do waits for it before it re-raises the hedge's panic: the
+	// hedge cancels it. A fixed one runs it on a goroutine of its own.
+	delays := []struct {
+		name  string
+		delay hedge.Delay
+	}{{"the routes' own", nil}, {"fixed", hedge.Fixed(10 * ms)}}
+	for _, d := range delays {
+		for _, where := range []string{"Classify", "Base"} {
+			t.Run(d.name+" delay, "+where+" panics", func(t *testing.T) {
+				loserCancelledWhenTheCallPanics(t, d.delay, where)
+			})
+		}
+	}
+}
+
+func loserCancelledWhenTheCallPanics(t *testing.T, delay hedge.Delay, where string) {
 	synctest.Test(t, func(t *testing.T) {
 		lost := make(chan error, 1)
+		// armed: the call that panics; before it, the learned delay warms
+		// up on an upstream with a tail that hedges cut.
+		var armed atomic.Bool
+		var calls atomic.Int32
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if hedge.Attempt(r.Context()) == 0 {
+			switch {
+			case !armed.Load() && hedge.Attempt(r.Context()) == 0 && calls.Add(1)%10 == 0:
+				select {
+				case <-time.After(50 * ms):
+				case <-r.Context().Done():
+					return nil, context.Cause(r.Context())
+				}
+			case !armed.Load():
+				time.Sleep(ms)
+			case hedge.Attempt(r.Context()) == 0:
 				resp, err := hang(r)
 				lost <- err
 				return resp, err
+			case where == "Base":
+				panic("transport bug")
 			}
 			resp, _ := respond(200, "ok")
 			return resp, nil
 		})
 		classify := func(resp *http.Response, err error) hedge.Outcome {
-			if resp != nil {
+			if resp != nil && armed.Load() {
 				panic("classifier bug")
 			}
 			return hedgehttp.Classify(resp, err)
 		}
-		tr := &hedgehttp.Transport{Base: base, Delay: hedge.Fixed(10 * ms), Classify: classify}
+		tr := &hedgehttp.Transport{Base: base, Delay: delay, Classify: classify}
+		for range 1000 {
+			resp, err := tr.RoundTrip(get(t, "http://upstream.test/"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		armed.Store(true)
 		func() {
 			defer func() {
 				if _, ok := recover().(*hedge.PanicError); !ok {

@@ -2,8 +2,9 @@ package hedgehttp
 
 import "unsafe"
 
-// An attempt runs on a goroutine of its own, which hedge.Do starts for it
-// and whose stack starts small: 2 KiB, unless the runtime has seen bigger
+// A hedge runs on a goroutine of its own, which hedge.Do starts for it,
+// and so does the primary when Delay or Budget is set (see run). Its
+// stack starts small: 2 KiB, unless the runtime has seen bigger
 // ones in the program. A real http.Transport needs about 8 KiB, so the
 // stack grows in the middle of its round trip, where the runtime copies
 // it with every frame beneath, each of which it must look up: 2.6 µs of a

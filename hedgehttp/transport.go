@@ -54,7 +54,13 @@ import (
 type Transport struct {
 	// Base sends every attempt. Nil means http.DefaultTransport. It gets
 	// each attempt as a request of its own whose context carries
-	// hedge.Attempt and Route; like any RoundTripper it must not modify
+	// hedge.Attempt and Route. While Delay and Budget are nil, it sends
+	// the first attempt on the caller's goroutine (hedge.Policy.Inline),
+	// which saves a goroutine and its stack's growth per request, and
+	// RoundTrip then returns once that attempt's RoundTrip has: Base must
+	// return as soon as the request's context ends, as net/http's
+	// transports do and as http.Client.Timeout needs it to. Like any
+	// RoundTripper it must not modify
 	// the request, whose URL and Header (unless AttemptHeader is set) the
 	// attempts of one call share. They are copies of the caller's, so
 	// Base may go on reading an attempt's request after RoundTrip
@@ -143,6 +149,7 @@ type Transport struct {
 	header      string // the attempt header's name; "" for none
 	numberFirst bool   // the first attempt carries its 0 too
 	ties        bool   // attempts ask for and hear the start signal
+	inline      bool   // the primary runs on the caller's goroutine (see run)
 	routes      *routes
 	err         error // a setting RoundTrip cannot run with
 
@@ -160,7 +167,8 @@ type Transport struct {
 // The response's body stays readable after RoundTrip returns, until the
 // caller closes it or req's context ends; closing it, or reading it to
 // its end, releases all the call holds. If req's context ends before a response is chosen,
-// RoundTrip returns context.Cause at once. A panic in Classify, Delay or
+// RoundTrip returns context.Cause at once (once Base has returned the
+// first attempt's, while it runs on the caller's goroutine: see Base). A panic in Classify, Delay or
 // Budget reaches the caller as a *hedge.PanicError.
 //
 // As http.RoundTripper requires, RoundTrip closes req.Body, and it does
@@ -195,6 +203,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Classify:    outcome,
 		Discard:     discard,
 		Observer:    c.observer(),
+		Inline:      t.inline,
 	}
 	r, err := hedge.Do(c, p, run)
 	if err == errRefused {
@@ -290,6 +299,7 @@ func (t *Transport) init() {
 	}
 	t.routes, t.err = newRoutes(t.Routes, t.MaxRoutes, t.Delay == nil, t.ownHedges(), t.Budget)
 	t.ties = !t.DisableTies
+	t.inline = t.Delay == nil && t.Budget == nil
 	t.maxAttempts = t.MaxAttempts
 	if t.maxAttempts == 0 && t.Delay == nil {
 		t.maxAttempts = 3

@@ -1,0 +1,184 @@
+package hedge_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/ctxtest"
+	"github.com/tailcut/hedge/internal/lab"
+)
+
+// goroutineID reads the calling goroutine's number from its stack's
+// header, "goroutine N [running]:".
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	id, _ := strconv.ParseUint(string(b[:bytes.IndexByte(b, ' ')]), 10, 64)
+	return id
+}
+
+// With Inline, the primary and the retry its retryable result starts at
+// once run on the caller's goroutine; a timed hedge runs on one of its
+// own. Without, none does.
+func TestInlineRunsThePrimaryOnTheCallersGoroutine(t *testing.T) {
+	for _, inline := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			caller := goroutineID()
+			var here [3]bool
+			p := hedge.Policy[int]{Delay: hedge.Fixed(10 * ms), MaxAttempts: 3, Inline: inline}
+			hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+				k := hedge.Attempt(ctx)
+				here[k] = goroutineID() == caller
+				switch k {
+				case 0:
+					return 0, errBusy // retryable: attempt 1 starts at once
+				case 1:
+					return 0, lab.Wait(ctx, 50*ms) // attempt 2 is its hedge
+				}
+				return 2, nil
+			})
+			want := [3]bool{inline, inline, false}
+			if here != want {
+				t.Errorf("Inline %v: attempts on the caller's goroutine %v, want %v", inline, here, want)
+			}
+		})
+	}
+}
+
+// A hedge that wins cancels the primary on the caller's goroutine, and Do
+// returns as soon as the primary has: at the decision, for an fn that
+// honours its context.
+func TestInlineHedgeWins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder(step{after: time.Second}, step{after: 5 * ms})
+		v, err := hedge.Do(t.Context(), hedge.Policy[int]{Delay: hedge.Fixed(10 * ms), Inline: true}, r.fn)
+		if v != 1 || err != nil || r.since() != 15*ms {
+			t.Errorf("Do = %d, %v at %v; want the hedge's 1, nil at 15ms", v, err, r.since())
+		}
+		synctest.Wait()
+		if diff := cmp.Diff(map[int]time.Duration{0: 15 * ms}, r.cancels()); diff != "" {
+			t.Errorf("cancelled at (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// The caller's context ends the call as it does without Inline: its cause
+// at once, for a primary that honours its context.
+func TestInlineCallerCancels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(120*ms, func() { cancel(errShutdown) })
+		r := newRecorder(step{after: time.Second}, step{after: time.Second})
+		_, err := hedge.Do(ctx, hedge.Policy[int]{Delay: hedge.Fixed(100 * ms), Inline: true}, r.fn)
+		if !errors.Is(err, errShutdown) || r.since() != 120*ms {
+			t.Errorf("Do returned %v at %v, want %v at 120ms", err, r.since(), errShutdown)
+		}
+	})
+}
+
+// A primary that answers just after it lost is discarded on a goroutine
+// of its own: a slow Discard holds Do no more than it does without
+// Inline.
+func TestInlineLateLoserIsDiscardedAside(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var discarded atomic.Int32
+		p := hedge.Policy[int]{
+			Delay: hedge.Fixed(10 * ms), Inline: true,
+			Discard: func(int) {
+				time.Sleep(time.Second) // draining a body
+				discarded.Add(1)
+			},
+		}
+		start := time.Now()
+		v, err := hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+			if hedge.Attempt(ctx) == 1 {
+				time.Sleep(5 * ms)
+				return 1, nil
+			}
+			<-ctx.Done()
+			time.Sleep(ms) // answers anyway, a little after its cancellation
+			return 0, nil
+		})
+		if v != 1 || err != nil || time.Since(start) != 16*ms {
+			t.Errorf("Do = %d, %v at %v; want 1, nil at 16ms, before the loser's Discard", v, err, time.Since(start))
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := discarded.Load(); n != 1 {
+			t.Errorf("Discard ran %d times; want once, for the primary", n)
+		}
+	})
+}
+
+// A panic of the primary on the caller's goroutine reaches the caller as
+// a *PanicError, as from any attempt, and the hedge is cancelled.
+func TestInlinePrimaryPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder(step{after: 20 * ms, panic: "boom"}, step{after: time.Second})
+		func() {
+			defer func() {
+				pe, ok := recover().(*hedge.PanicError)
+				if !ok || pe.Attempt != 0 || pe.Value != "boom" {
+					t.Errorf("Do panicked with %v; want attempt 0's *hedge.PanicError", pe)
+				}
+			}()
+			hedge.Do(t.Context(), hedge.Policy[int]{Delay: hedge.Fixed(10 * ms), Inline: true}, r.fn)
+		}()
+		synctest.Wait()
+		if diff := cmp.Diff(map[int]time.Duration{0: 20 * ms, 1: 20 * ms}, r.cancels()); diff != "" {
+			t.Errorf("cancelled at (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// runtime.Goexit in the primary on the caller's goroutine ends the call
+// as it does on a goroutine of its own: the hedge is cancelled, the
+// Observer hears the call, and nothing stays linked to the caller's
+// context; then the caller's goroutine exits.
+func TestInlinePrimaryGoexits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var reg ctxtest.Registry
+		var reports []hedge.Report
+		obs := hedge.ObserverFunc(func(_ context.Context, r hedge.Report) { reports = append(reports, r) })
+		r := newRecorder(step{after: 20 * ms}, step{after: time.Second})
+		p := hedge.Policy[int]{Delay: hedge.Fixed(10 * ms), Inline: true, Observer: obs}
+		var returned atomic.Bool
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			hedge.Do(&reg, p, func(ctx context.Context) (int, error) {
+				if hedge.Attempt(ctx) == 0 {
+					time.Sleep(20 * ms)
+					runtime.Goexit()
+				}
+				return r.fn(ctx)
+			})
+			returned.Store(true)
+		}()
+		<-done
+		synctest.Wait()
+		if returned.Load() {
+			t.Fatal("Do returned; want runtime.Goexit in the caller")
+		}
+		if len(reports) != 1 || !reports[0].Panicked {
+			t.Errorf("the Observer heard %+v; want one report, Panicked", reports)
+		}
+		if n := reg.Live(); n != 0 {
+			t.Errorf("%d registrations left on the caller's context", n)
+		}
+		if diff := cmp.Diff(map[int]time.Duration{1: 20 * ms}, r.cancels()); diff != "" {
+			t.Errorf("cancelled at (-want +got):\n%s", diff)
+		}
+	})
+}
