@@ -152,8 +152,8 @@ func (a *Admission) init() {
 }
 
 // asksStart reports whether the client of ctx's call asked for the
-// start signal.
+// start signal: TieKey, with any value, as hedgehttp's Admission takes
+// TieHeader.
 func asksStart(ctx context.Context) bool {
-	v := metadata.ValueFromIncomingContext(ctx, TieKey)
-	return len(v) > 0 && v[0] == "1"
+	return len(metadata.ValueFromIncomingContext(ctx, TieKey)) > 0
 }

@@ -15,8 +15,8 @@ import (
 // no work yet, so cancelling them costs nothing.
 const (
 	// TieKey is the request metadata key with which an attempt asks an
-	// Admission for the start signal. The Interceptor sets it, to "1",
-	// on every attempt of a hedged call.
+	// Admission for the start signal, whatever its value. The
+	// Interceptor sets it, to "1", on every attempt of a hedged call.
 	TieKey = "hedge-tie"
 
 	// StartedKey is the response header metadata key of the start
