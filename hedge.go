@@ -45,15 +45,12 @@ package hedge
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"time"
 )
 
 var defaultDelay Delay = fixed(DefaultDelay)
-
-var forceInline = os.Getenv("HEDGE_INLINE") != ""
 
 // Do calls fn and, while no acceptable answer has come, starts more
 // attempts of it as p says, each on its own goroutine; it returns the
@@ -63,12 +60,12 @@ var forceInline = os.Getenv("HEDGE_INLINE") != ""
 // Attempt 0 starts at once, on a goroutine of its own, which first asks
 // p.Delay and p.Budget about it if they may run code of the user's: a
 // slow hook delays fn, never Do's deadline. With p.Inline it runs on the
-// caller's goroutine instead, and Do returns only once it has. Attempt k+1 starts when attempt k has run for
-// p.Delay's delay for k, or at once when an attempt ends retryable, as long
-// as no result has been chosen, fewer than p.MaxAttempts have started,
-// p.Budget grants it, and at least half of that delay is left before the
-// deadline (less would mostly be cut off: it would add load, not cut
-// latency).
+// caller's goroutine instead, and Do returns only once it has. Attempt
+// k+1 starts when attempt k has run for p.Delay's delay for k, or at once
+// when an attempt ends retryable, as long as no result has been chosen,
+// fewer than p.MaxAttempts have started, p.Budget grants it, and at least
+// half of that delay is left before the deadline (less would mostly be
+// cut off: it would add load, not cut latency).
 //
 // fn's context carries the call's deadline and Attempt. Do cancels the
 // attempts whose results it does not return. It does not cancel the
@@ -111,9 +108,6 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	}
 	if ctx == nil {
 		panic("hedge: nil Context")
-	}
-	if forceInline {
-		p.Inline = true
 	}
 	t := takeTry(ctx)
 	if t != nil { // the call is a try of a retry loop, which hears how it ended
