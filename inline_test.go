@@ -1,11 +1,9 @@
 package hedge_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -15,18 +13,9 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/internal/ctxtest"
+	"github.com/tailcut/hedge/internal/goid"
 	"github.com/tailcut/hedge/internal/lab"
 )
-
-// goroutineID reads the calling goroutine's number from its stack's
-// header, "goroutine N [running]:".
-func goroutineID() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	id, _ := strconv.ParseUint(string(b[:bytes.IndexByte(b, ' ')]), 10, 64)
-	return id
-}
 
 // With Inline, the primary and the retry its retryable result starts at
 // once run on the caller's goroutine; a timed hedge runs on one of its
@@ -34,12 +23,12 @@ func goroutineID() uint64 {
 func TestInlineRunsThePrimaryOnTheCallersGoroutine(t *testing.T) {
 	for _, inline := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
-			caller := goroutineID()
+			caller := goid.Current()
 			var here [3]bool
 			p := hedge.Policy[int]{Delay: hedge.Fixed(10 * ms), MaxAttempts: 3, Inline: inline}
 			hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
 				k := hedge.Attempt(ctx)
-				here[k] = goroutineID() == caller
+				here[k] = goid.Current() == caller
 				switch k {
 				case 0:
 					return 0, errBusy // retryable: attempt 1 starts at once

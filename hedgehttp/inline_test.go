@@ -1,26 +1,14 @@
 package hedgehttp_test
 
 import (
-	"bytes"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
-	"strconv"
 	"testing"
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
+	"github.com/tailcut/hedge/internal/goid"
 )
-
-// goroutineID reads the calling goroutine's number from its stack's
-// header, "goroutine N [running]:".
-func goroutineID() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	id, _ := strconv.ParseUint(string(b[:bytes.IndexByte(b, ' ')]), 10, 64)
-	return id
-}
 
 // sentFrom notes the goroutine each request is sent from, then sends it
 // through a real http.Transport.
@@ -30,7 +18,7 @@ type sentFrom struct {
 }
 
 func (s *sentFrom) RoundTrip(r *http.Request) (*http.Response, error) {
-	s.ids = append(s.ids, goroutineID())
+	s.ids = append(s.ids, goid.Current())
 	return s.RoundTripper.RoundTrip(r)
 }
 
@@ -53,9 +41,9 @@ func TestPrimarySentFromTheCallersGoroutine(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			if len(base.ids) != 1 || (base.ids[0] == goroutineID()) != tt.here {
+			if len(base.ids) != 1 || (base.ids[0] == goid.Current()) != tt.here {
 				t.Errorf("sent %d attempts; the first from the caller's goroutine: %v, want %v",
-					len(base.ids), len(base.ids) == 1 && base.ids[0] == goroutineID(), tt.here)
+					len(base.ids), len(base.ids) == 1 && base.ids[0] == goid.Current(), tt.here)
 			}
 		})
 	}
