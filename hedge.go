@@ -310,8 +310,10 @@ func (c *call[T]) await(ctx context.Context, obs Observer, outcome *Outcome, t *
 	}
 	// The Learner and the Observer run before Do returns v: if either
 	// panics or calls runtime.Goexit, v is not returned, so it goes to
-	// Discard.
-	unreturned := (learn || obs != nil) && err == nil && pe == nil && !goexit && c.discard != nil
+	// Discard. So does v when the caller's goroutine exits already (an
+	// inline primary that lost, then called runtime.Goexit): no one gets
+	// it.
+	unreturned := (learn || obs != nil || exiting) && err == nil && pe == nil && !goexit && c.discard != nil
 	if unreturned {
 		defer func() {
 			if unreturned {
@@ -335,7 +337,7 @@ func (c *call[T]) await(ctx context.Context, obs Observer, outcome *Outcome, t *
 	if goexit && !exiting {
 		runtime.Goexit()
 	}
-	unreturned = false
+	unreturned = exiting && unreturned
 	return v, err
 }
 
