@@ -45,15 +45,12 @@ package hedge
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"time"
 )
 
 var defaultDelay Delay = fixed(DefaultDelay)
-
-var forceInline = os.Getenv("HEDGE_INLINE") != ""
 
 // Do calls fn and, while no acceptable answer has come, starts more
 // attempts of it as p says, each on its own goroutine; it returns the
@@ -111,9 +108,6 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	}
 	if ctx == nil {
 		panic("hedge: nil Context")
-	}
-	if forceInline {
-		p.Inline = true
 	}
 	t := takeTry(ctx)
 	if t != nil { // the call is a try of a retry loop, which hears how it ended

@@ -2,6 +2,8 @@ package hedge_test
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"runtime"
 	"sync"
 	"testing"
@@ -135,5 +137,29 @@ func TestInlineHookFailureDiscardsAside(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// Whether the primary runs on the caller's goroutine, where Do waits for
+// it past the deadline, is the Policy's to say, not the environment's: a
+// program started with HEDGE_INLINE set runs a Policy without Inline as
+// any other. The test runs itself again in such a process.
+func TestInlineIsThePolicysAlone(t *testing.T) {
+	if os.Getenv("HEDGE_TEST_CHILD") != "" {
+		caller := goroutineID()
+		here := true
+		hedge.Do(t.Context(), hedge.Policy[int]{}, func(context.Context) (int, error) {
+			here = goroutineID() == caller
+			return 0, nil
+		})
+		if here {
+			t.Error("with HEDGE_INLINE set, a Policy without Inline ran its primary on the caller's goroutine")
+		}
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInlineIsThePolicysAlone$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "HEDGE_INLINE=1", "HEDGE_TEST_CHILD=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("%v:\n%s", err, out)
 	}
 }
