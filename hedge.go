@@ -306,8 +306,8 @@ func (c *call[T]) await(ctx context.Context, obs Observer, outcome *Outcome, t *
 	// The Learner and the Observer run before Do returns v: if either
 	// panics or calls runtime.Goexit, v is not returned, so it goes to
 	// Discard. So does v when the caller's goroutine exits already (an
-	// inline primary that lost, then called runtime.Goexit): no one gets
-	// it.
+	// attempt on it, or its hook, called runtime.Goexit after the
+	// decision): no one gets it.
 	unreturned := (learn || obs != nil || exiting) && err == nil && pe == nil && !goexit && c.discard != nil
 	if unreturned {
 		defer func() {
@@ -332,7 +332,9 @@ func (c *call[T]) await(ctx context.Context, obs Observer, outcome *Outcome, t *
 	if goexit && !exiting {
 		runtime.Goexit()
 	}
-	unreturned = exiting && unreturned
+	if !exiting {
+		unreturned = false
+	}
 	return v, err
 }
 

@@ -34,36 +34,46 @@ func (d *discards) got() []int {
 }
 
 // A primary on the caller's goroutine that calls runtime.Goexit after a
-// hedge has won takes the caller's goroutine with it: Do cannot return
-// the hedge's value, so it goes to Discard, once.
+// hedge has won, in fn or in its Budget.Done, takes the caller's
+// goroutine with it: Do cannot return the hedge's value, so it goes to
+// Discard, once.
 func TestInlineGoexitAfterTheDecisionDiscardsTheWinner(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var d discards
-		p := hedge.Policy[int]{Delay: hedge.Fixed(10 * ms), Inline: true, Discard: d.discard}
-		returned := false
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
-				if hedge.Attempt(ctx) == 1 {
-					time.Sleep(5 * ms)
-					return 1, nil
+	for _, where := range []string{"fn", "Budget.Done"} {
+		t.Run(where, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var d discards
+				p := hedge.Policy[int]{Delay: hedge.Fixed(10 * ms), Inline: true, Discard: d.discard}
+				if where == "Budget.Done" {
+					p.Budget = exitBudget{k: 0}
 				}
-				<-ctx.Done() // lost to the hedge
-				runtime.Goexit()
-				return 0, nil
+				returned := false
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					hedge.Do(t.Context(), p, func(ctx context.Context) (int, error) {
+						if hedge.Attempt(ctx) == 1 {
+							time.Sleep(5 * ms)
+							return 1, nil
+						}
+						<-ctx.Done() // lost to the hedge
+						if where == "fn" {
+							runtime.Goexit()
+						}
+						return 0, ctx.Err()
+					})
+					returned = true
+				}()
+				<-done
+				synctest.Wait()
+				if returned {
+					t.Fatal("Do returned; want runtime.Goexit in the caller")
+				}
+				if diff := cmp.Diff([]int{1}, d.got()); diff != "" {
+					t.Errorf("discarded (-want +got):\n%s", diff)
+				}
 			})
-			returned = true
-		}()
-		<-done
-		synctest.Wait()
-		if returned {
-			t.Fatal("Do returned; want runtime.Goexit in the caller")
-		}
-		if diff := cmp.Diff([]int{1}, d.got()); diff != "" {
-			t.Errorf("discarded (-want +got):\n%s", diff)
-		}
-	})
+		})
+	}
 }
 
 // panicBudget panics in Allow for attempt allow, and in Done for attempt
