@@ -207,7 +207,7 @@ func (c *call[T]) tell(k int, o Outcome, hold bool) {
 		}
 		c.wakeDo()
 		c.mu.Unlock()
-		c.drop(d)
+		c.dropFrom(true, d) // aside, as guard does
 	}()
 	c.budget.Done(c.parent(), c.bn(k), o)
 	ok = true

@@ -60,12 +60,13 @@ var defaultDelay Delay = fixed(DefaultDelay)
 // Attempt 0 starts at once, on a goroutine of its own, which first asks
 // p.Delay and p.Budget about it if they may run code of the user's: a
 // slow hook delays fn, never Do's deadline. With p.Inline it runs on the
-// caller's goroutine instead, and Do returns only once it has. Attempt
-// k+1 starts when attempt k has run for p.Delay's delay for k, or at once
-// when an attempt ends retryable, as long as no result has been chosen,
-// fewer than p.MaxAttempts have started, p.Budget grants it, and at least
-// half of that delay is left before the deadline (less would mostly be
-// cut off: it would add load, not cut latency).
+// caller's goroutine instead, hooks and the retries it starts at once
+// included, and Do returns only once they have (see Policy.Inline).
+// Attempt k+1 starts when attempt k has run for p.Delay's delay for k, or
+// at once when an attempt ends retryable, as long as no result has been
+// chosen, fewer than p.MaxAttempts have started, p.Budget grants it, and
+// at least half of that delay is left before the deadline (less would
+// mostly be cut off: it would add load, not cut latency).
 //
 // fn's context carries the call's deadline and Attempt. Do cancels the
 // attempts whose results it does not return. It does not cancel the
@@ -84,7 +85,7 @@ var defaultDelay Delay = fixed(DefaultDelay)
 // included), Do returns context.Cause(ctx) at once; if the Timeout passes
 // first, it returns context.DeadlineExceeded at once; either way it
 // cancels every attempt and waits neither for fn nor for Discard (but
-// for the primary's fn with p.Inline).
+// for the fn of those it runs on the caller's goroutine with p.Inline).
 //
 // If an attempt (fn or the classifier) panics, Do cancels the others and
 // panics in the caller's goroutine with a *PanicError carrying the
@@ -304,8 +305,10 @@ func (c *call[T]) await(ctx context.Context, obs Observer, outcome *Outcome, t *
 	}
 	// The Learner and the Observer run before Do returns v: if either
 	// panics or calls runtime.Goexit, v is not returned, so it goes to
-	// Discard.
-	unreturned := (learn || obs != nil) && err == nil && pe == nil && !goexit && c.discard != nil
+	// Discard. So does v when the caller's goroutine exits already (an
+	// attempt on it, or its hook, called runtime.Goexit after the
+	// decision): no one gets it.
+	unreturned := (learn || obs != nil || exiting) && err == nil && pe == nil && !goexit && c.discard != nil
 	if unreturned {
 		defer func() {
 			if unreturned {
@@ -329,7 +332,9 @@ func (c *call[T]) await(ctx context.Context, obs Observer, outcome *Outcome, t *
 	if goexit && !exiting {
 		runtime.Goexit()
 	}
-	unreturned = false
+	if !exiting {
+		unreturned = false
+	}
 	return v, err
 }
 

@@ -88,7 +88,10 @@ func (c *call[T]) guard(k int, hook func()) (ok bool) {
 			c.finish(nil, context.Canceled, context.Canceled)
 		}
 		c.unlock()
-		c.drop(d)
+		// This may be the caller's goroutine (Policy.Inline), which must
+		// not sit in a slow Discard that Do stops waiting for when ctx
+		// ends: rare enough to cost a goroutine anywhere.
+		c.dropFrom(true, d)
 	}()
 	hook()
 	return true

@@ -67,17 +67,20 @@ type Policy[T any] struct {
 	Clock clock.Clock
 
 	// Inline runs the primary on the caller's goroutine instead of a
-	// goroutine of its own, with the attempt that its retryable result
-	// starts at once, if any. That saves a goroutine per call, and fn
-	// runs on the caller's stack, already grown, where a deep client (a
-	// net/http Transport needs about 8 KiB) grows a new goroutine's stack
-	// by copying it. The price is the promise that Do returns at the
-	// deadline even if fn ignores its context: Do returns once the
-	// primary's fn has, and the primary's Delay and Budget hooks run on
-	// the caller's goroutine before fn. Set it when fn returns as soon as
-	// its context ends, as net/http's, grpc-go's and database/sql's calls
-	// do. False, the zero value, runs every attempt on a goroutine of its
-	// own.
+	// goroutine of its own, and after it the attempt that its retryable
+	// result starts at once, if any, and so on for that attempt's. That
+	// saves a goroutine per call, and fn runs on the caller's stack,
+	// already grown, where a deep client (a net/http Transport needs
+	// about 8 KiB) grows a new goroutine's stack by copying it. The price
+	// is the promise that Do returns at the deadline even if fn ignores
+	// its context: Do returns once every fn it ran on the caller's
+	// goroutine has, and those attempts' Delay and Budget hooks (Next and
+	// Allow before fn, Done after it) run there too. Set it when fn
+	// returns as soon as its context ends, as net/http's, grpc-go's and
+	// database/sql's calls do. A call whose first hedge is due at once (a
+	// Fixed delay of 0) runs its primary on a goroutine of its own all the
+	// same. False, the zero value, runs every attempt on a goroutine of
+	// its own.
 	Inline bool
 }
 

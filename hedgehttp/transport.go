@@ -55,9 +55,11 @@ type Transport struct {
 	// Base sends every attempt. Nil means http.DefaultTransport. It gets
 	// each attempt as a request of its own whose context carries
 	// hedge.Attempt and Route. While Delay and Budget are nil, it sends
-	// the first attempt on the caller's goroutine (hedge.Policy.Inline),
-	// which saves a goroutine and its stack's growth per request, and
-	// RoundTrip then returns once that attempt's RoundTrip has: Base must
+	// the first attempt, and the retry its failure starts at once (after
+	// the wait of a Retry-After, if any), on the caller's goroutine
+	// (hedge.Policy.Inline), which saves a goroutine and its stack's
+	// growth per request, and RoundTrip then returns once their RoundTrip
+	// has: Base must
 	// return as soon as the request's context ends, as net/http's
 	// transports do and as http.Client.Timeout needs it to. Like any
 	// RoundTripper it must not modify
