@@ -180,15 +180,13 @@ func discard(r result) { release(r.resp) }
 // hooks could fail on another goroutine), the primary runs on the
 // caller's goroutine (hedge.Policy.Inline), whose stack has grown
 // already and is the caller's business. hedge.Do then returns only once
-// the primary has, and a Base or a Classify that fails in a hedge ends
-// the call without the cancellation that reaches the primary's request
-// when an answer ends it: the hedge cancels it then (see beside).
+// the attempt on that goroutine has, and a Base or a Classify that fails
+// in another attempt ends the call without the cancellation that reaches
+// the requests when an answer ends it: that attempt cancels them then
+// (see beside).
 func run(ctx context.Context) (result, error) {
 	c := callOf(ctx)
 	if c.t.inline {
-		if hedge.Attempt(ctx) == 0 {
-			return c.do(ctx, -1) // level -1 casts no vote on the caller's stack
-		}
 		return c.beside(ctx)
 	}
 	level := c.t.stackLevel.Load()
@@ -198,11 +196,15 @@ func run(ctx context.Context) (result, error) {
 	return c.do(ctx, level)
 }
 
-// beside runs a hedge while the primary runs on the caller's goroutine
-// (see run). If Base or Classify panics or calls runtime.Goexit in it,
-// hedge.Do, which re-raises that on the caller's goroutine, waits for
-// the primary first: the primary's request is cancelled here, as an
-// answer would cancel it, so that it does not wait for its server.
+// beside runs an attempt of a call whose primary runs on the caller's
+// goroutine (see run): as a rule the primary there, and the hedges on
+// goroutines of their own, but the caller's goroutine runs whichever it
+// claims first, a hedge if a timer took the primary. If Base or Classify
+// panics or calls runtime.Goexit in one, hedge.Do, which re-raises that
+// on the caller's goroutine, waits for the attempt there first: the
+// requests still waiting are cancelled here, as an answer would cancel
+// them, so that it does not wait for its server. The primary casts no
+// vote on the stack it runs on (level -1), which is the caller's.
 func (c *call) beside(ctx context.Context) (r result, err error) {
 	ok := false
 	defer func() {
@@ -210,9 +212,12 @@ func (c *call) beside(ctx context.Context) (r result, err error) {
 			c.cancelLosers(nil)
 		}
 	}()
-	level := c.t.stackLevel.Load()
-	if level > 0 {
-		growStack(level)
+	level := int32(-1)
+	if hedge.Attempt(ctx) > 0 {
+		level = c.t.stackLevel.Load()
+		if level > 0 {
+			growStack(level)
+		}
 	}
 	r, err = c.do(ctx, level)
 	ok = true
