@@ -421,3 +421,36 @@ func TestAdaptiveReplansWhenTheUpstreamChanges(t *testing.T) {
 		t.Errorf("800 primaries into the change: Next = %v, want the new plan's %v", d, a.Plan(ctx).Delay)
 	}
 }
+
+// A key that forgets because its calls turned faster, as when a brownout
+// or an overload has passed, keeps 50 calls' worth of what it saved: five
+// hedges at Load 0.1. One whose calls turned slower keeps nothing.
+func TestAdaptiveForgetKeepsLittleWhenFaster(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		factor float64
+		want   int
+	}{
+		{"faster", 0.05, 5},
+		{"slower", 3, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &hedge.Adaptive{Clock: clock.NewMock()}
+			ctx := context.Background()
+			learn90(a, 0, 1000, 1)
+			savedPlan(t, a, ctx) // a full bound: 100 hedges' worth
+			learn90(a, 1000, 1300, tc.factor)
+			if p := a.Plan(ctx); p.Hedges != 0 {
+				t.Fatalf("300 primaries %v times as long: plan %+v, want none while it learns afresh", tc.factor, p)
+			}
+			granted := 0
+			for a.Allow(ctx, 1) && granted < 100 {
+				a.Done(ctx, 1, hedge.Accept)
+				granted++
+			}
+			if granted != tc.want {
+				t.Errorf("after it forgot: %d hedges granted, want %d", granted, tc.want)
+			}
+		})
+	}
+}
