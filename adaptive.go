@@ -64,10 +64,10 @@ func Auto[T any]() Policy[T] {
 //     tenth of that is left, hedges wait twice the plan's delay, so that
 //     the slowest calls get what is left. A new key starts with
 //     nothing saved. One that forgets its picture because its calls
-//     turned slower forgets its savings too; one whose calls turned
+//     turned slower sets its savings aside; one whose calls turned
 //     faster (a brownout or an overload has passed) keeps up to 50 calls'
-//     worth of them. Over 10,000 calls that is at most 1.1 × Load per
-//     call.
+//     worth of what it saved. Over 10,000 calls that is at most 1.1 ×
+//     Load per call.
 //   - Hedges off when they stop winning, judged as a WinRateBudget
 //     judges them, with a credit of 10 hedges: while at least a third of
 //     the key's last 100 judged hedges won, and half as many as its plan

@@ -184,14 +184,17 @@ const nudge = 0.8
 // forget drops what the key has learned, and sends no hedge until it has
 // planned again. What the bound saved was saved on an upstream that is
 // gone: when the calls turned slower (an overload, a slower build), it
-// goes, as hedges into growing queues are what it must not pay for. When
-// they turned faster (a brownout or an overload has passed), the upstream
-// has room again, and the key keeps up to keptCalls calls' worth. Hedges
-// wait twice the plan's delay until the bound holds a tenth of what it
-// may (see scarce), and plans spend 0.8 × Load until it holds half (see
-// budget): starting from nothing, the key's hedges come late for some
-// 500 calls, and the bound stays near that tenth for thousands, where
-// an undisturbed key's holds half. Called with k.plan.mu held.
+// is set aside, as hedges into growing queues are what it must not pay
+// for. When they turned faster (a brownout or an overload has passed),
+// the upstream has room again, and the key keeps up to keptCalls calls'
+// worth of what it holds or set aside. Hedges wait twice the plan's
+// delay until the bound holds a tenth of what it may (see scarce), and
+// plans spend 0.8 × Load until it holds half (see budget): starting from
+// nothing, the key's hedges come late for some 500 calls, and the bound
+// stays near that tenth for thousands, where an undisturbed key's holds
+// half. What it keeps is never more than the bound would hold had it
+// never been emptied, so the bound's limit over any n calls stands.
+// Called with k.plan.mu held.
 func (k *adaptiveKey) forget() {
 	faster := k.share.Load() < changeLow
 	s := k.plan
@@ -205,9 +208,12 @@ func (k *adaptiveKey) forget() {
 	k.strays.Store(0)
 	k.calm.Store(0)
 	if faster {
+		if v := k.aside.Swap(0); v > k.bound.Load() {
+			k.bound.Store(v) // the concurrent saves of a few calls are lost
+		}
 		k.keep(k.s.loadMilli * keptCalls)
 	} else {
-		k.bound.Store(0)
+		k.aside.Store(max(k.aside.Load(), k.bound.Swap(0)))
 	}
 	k.plan.plan.Store(&noPlan)
 }
