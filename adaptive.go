@@ -63,8 +63,11 @@ func Auto[T any]() Policy[T] {
 //     (a replica that browns out) gets its hedges; while less than a
 //     tenth of that is left, hedges wait twice the plan's delay, so that
 //     the slowest calls get what is left. A new key starts with
-//     nothing saved, and one that forgets its picture forgets its savings
-//     too. Over 10,000 calls that is at most 1.1 × Load per call.
+//     nothing saved. One that forgets its picture because its calls
+//     turned slower sets its savings aside; one whose calls turned
+//     faster (a brownout or an overload has passed) keeps up to 50 calls'
+//     worth of what it saved. Over 10,000 calls that is at most 1.1 ×
+//     Load per call.
 //   - Hedges off when they stop winning, judged as a WinRateBudget
 //     judges them, with a credit of 10 hedges: while at least a third of
 //     the key's last 100 judged hedges won, and half as many as its plan

@@ -34,6 +34,9 @@ type adaptiveKey struct {
 	// asked is the moving share of recent calls that asked for a hedge
 	// (see stale).
 	asked atomic.Int64
+	// aside is what the bound held when the key last forgot because its
+	// calls turned slower, in thousandths of an attempt (see forget).
+	aside atomic.Int64
 	// waitShare is the moving share of their time that recent primaries
 	// spent waiting for a worker (see adaptive_tie.go).
 	waitShare atomic.Int64

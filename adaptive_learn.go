@@ -182,8 +182,21 @@ func (k *adaptiveKey) unspent(plan Plan) float64 {
 const nudge = 0.8
 
 // forget drops what the key has learned, and sends no hedge until it has
-// planned again. Called with k.plan.mu held.
+// planned again. What the bound saved was saved on an upstream that is
+// gone: when the calls turned slower (an overload, a slower build), it
+// is set aside, as hedges into growing queues are what it must not pay
+// for. When they turned faster (a brownout or an overload has passed),
+// the upstream has room again, and the key keeps up to keptCalls calls'
+// worth of what it holds or set aside. Hedges wait twice the plan's
+// delay until the bound holds a tenth of what it may (see scarce), and
+// plans spend 0.8 × Load until it holds half (see budget): starting from
+// nothing, the key's hedges come late for some 500 calls, and the bound
+// stays near that tenth for thousands, where an undisturbed key's holds
+// half. What it keeps is never more than the bound would hold had it
+// never been emptied, so the bound's limit over any n calls stands.
+// Called with k.plan.mu held.
 func (k *adaptiveKey) forget() {
+	faster := k.share.Load() < changeLow
 	s := k.plan
 	for g := range gens {
 		s.done[g].reset()
@@ -194,8 +207,30 @@ func (k *adaptiveKey) forget() {
 	k.share.Store(shareStart)
 	k.strays.Store(0)
 	k.calm.Store(0)
-	k.bound.Store(0) // saved on an upstream that is gone
+	if faster {
+		if v := k.aside.Swap(0); v > k.bound.Load() {
+			k.bound.Store(v) // the concurrent saves of a few calls are lost
+		}
+		k.keep(k.s.loadMilli * keptCalls)
+	} else {
+		k.aside.Store(max(k.aside.Load(), k.bound.Swap(0)))
+	}
 	k.plan.plan.Store(&noPlan)
+}
+
+// keptCalls is how many calls' worth of Load a key keeps when it forgets
+// because its calls turned faster: half of what the bound must hold
+// before hedges go out at the plan's delay again (see scarce).
+const keptCalls = boundCalls / 20
+
+// keep lowers the bound to at most most thousandths of an attempt.
+func (k *adaptiveKey) keep(most int64) {
+	for {
+		v := k.bound.Load()
+		if v <= most || k.bound.CompareAndSwap(v, most) {
+			return
+		}
+	}
 }
 
 // noPlan is the plan of a key that is learning afresh: no hedge.

@@ -421,3 +421,41 @@ func TestAdaptiveReplansWhenTheUpstreamChanges(t *testing.T) {
 		t.Errorf("800 primaries into the change: Next = %v, want the new plan's %v", d, a.Plan(ctx).Delay)
 	}
 }
+
+// A key that forgets because its calls turned faster, as when a brownout
+// or an overload has passed, keeps 50 calls' worth of what it saved: five
+// hedges at Load 0.1. One whose calls turned slower keeps nothing, until
+// they turn faster again: then it keeps 50 calls' worth of what it had
+// set aside.
+func TestAdaptiveForgetKeepsLittleWhenFaster(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		factors []float64 // of 300 primaries each
+		want    int
+	}{
+		{"faster", []float64{0.05}, 5},
+		{"slower", []float64{3}, 0},
+		{"slower, then faster", []float64{3, 3, 0.1}, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &hedge.Adaptive{Clock: clock.NewMock()}
+			ctx := context.Background()
+			learn90(a, 0, 1000, 1)
+			savedPlan(t, a, ctx) // a full bound: 100 hedges' worth
+			for i, f := range tc.factors {
+				learn90(a, 1000+300*i, 1300+300*i, f)
+			}
+			if p := a.Plan(ctx); p.Hedges != 0 {
+				t.Fatalf("primaries %v times as long: plan %+v, want none while it learns afresh", tc.factors, p)
+			}
+			granted := 0
+			for a.Allow(ctx, 1) && granted < 100 {
+				a.Done(ctx, 1, hedge.Accept)
+				granted++
+			}
+			if granted != tc.want {
+				t.Errorf("after it forgot: %d hedges granted, want %d", granted, tc.want)
+			}
+		})
+	}
+}
