@@ -175,20 +175,28 @@ func (b *closeSignal) Close() error {
 }
 
 // The primary's start signal ties the hedges, sent to another replica,
-// and the first hedge's 200 comes all the same. A tied hedge is out of
+// and the first hedge's answer comes all the same. A tied hedge is out of
 // the race: its answer is released unread and ends nothing, and the call
-// goes on with the primary, which answers only then.
+// goes on with the primary, which answers only then. A tied hedge's
+// refusal is no exception: the call does not hold it, and a primary that
+// fails returns its own failure.
 func TestTiedAttemptAnswers(t *testing.T) {
 	for _, p := range protos {
-		for _, maxAttempts := range []int{2, 3} {
-			t.Run(fmt.Sprint(p.name, "/MaxAttempts=", maxAttempts), func(t *testing.T) {
-				testTiedAttemptAnswers(t, p, maxAttempts)
-			})
+		for _, refused := range []bool{false, true} {
+			for _, maxAttempts := range []int{2, 3} {
+				t.Run(fmt.Sprint(p.name, "/refused=", refused, "/MaxAttempts=", maxAttempts), func(t *testing.T) {
+					testTiedAttemptAnswers(t, p, refused, maxAttempts)
+				})
+			}
 		}
 	}
 }
 
-func testTiedAttemptAnswers(t *testing.T, p proto, maxAttempts int) {
+func testTiedAttemptAnswers(t *testing.T, p proto, refused bool, maxAttempts int) {
+	want := http.StatusOK
+	if refused {
+		want = http.StatusServiceUnavailable
+	}
 	holdBusy := make(chan struct{})
 	busyIn := make(chan struct{})
 	primaryIn := make(chan struct{})
@@ -205,6 +213,7 @@ func testTiedAttemptAnswers(t *testing.T, p proto, maxAttempts int) {
 		case <-time.After(10 * time.Second):
 			t.Error("the tied hedge's body was never closed")
 		}
+		w.WriteHeader(want)
 		fmt.Fprint(w, "from attempt ", attemptOf(r))
 	})}
 	busyURL, busyBase := p.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -217,6 +226,10 @@ func testTiedAttemptAnswers(t *testing.T, p proto, maxAttempts int) {
 		if attemptOf(r) > 1 {
 			<-r.Context().Done() // a second hedge, if any, never answers
 			return
+		}
+		if refused {
+			w.Header().Set("Retry-After", "3600")
+			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		fmt.Fprint(w, "from attempt ", attemptOf(r))
 	}))
@@ -274,10 +287,10 @@ func testTiedAttemptAnswers(t *testing.T, p proto, maxAttempts int) {
 	}()
 	got := within(t, answered, "RoundTrip to return")
 	if got.err != nil {
-		t.Fatalf("RoundTrip: %v, want the primary's 200", got.err)
+		t.Fatalf("RoundTrip: %v, want the primary's %d", got.err, want)
 	}
-	if body := readAll(t, got.resp); body != "from attempt 0" {
-		t.Errorf("got %q, want the primary's answer", body)
+	if body := readAll(t, got.resp); got.resp.StatusCode != want || body != "from attempt 0" {
+		t.Errorf("got %d %q, want the primary's %d", got.resp.StatusCode, body, want)
 	}
 	if r := obs.last(t); r.Tied != maxAttempts-1 || r.Winner != 0 {
 		t.Errorf("report: %d tied, won by %d; want %d tied, won by 0", r.Tied, r.Winner, maxAttempts-1)
