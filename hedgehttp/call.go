@@ -428,8 +428,8 @@ func (h *hedgeAttempt) copyRequest(req *http.Request, ctx context.Context) {
 // failed: cancelling it is no longer the call's to do. It reports whether
 // the call cancelled a first: a lost; and whether a tie did: a is out of
 // the race, and hedge.Do drops its answer. An answer that is not tied may
-// end the call: from now on no start signal ties it (see started), until
-// fail takes it in as one that does not.
+// end the call: from now on a start signal ties nothing (see started),
+// until fail or stopped takes it in as one that does not.
 func (c *call) answered(a *attempt) (lost, tied bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -16,8 +16,10 @@ import (
 // (TieHeader) and reports the attempt that hears it to hedge.Started,
 // which cancels the call's attempts that have not started: they are still
 // queued, so cancelling them costs the servers nothing, and the call goes
-// on with the attempts that run. A server that sends no such response
-// leaves the call as it was before ties.
+// on with the attempts that run. A signal that comes while another
+// attempt's answer is being classified ties nothing: that answer may end
+// the call. A server that sends no such response leaves the call as it
+// was before ties.
 
 // TieHeader is the request header by which a client asks for the start
 // signal: a server that admits requests through an Admission sends a 103
