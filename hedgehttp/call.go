@@ -242,10 +242,14 @@ type attempt struct {
 	req  *http.Request // what it sends: the call's req for the primary, a hedge's own copy
 	// Guarded by the call's mu: the call's next attempt, whether the
 	// attempt may yet be sent or waits for its response's header, and
-	// whether it counts in the call's live.
-	next    *attempt
-	waiting bool
-	live    bool
+	// whether it counts in the call's live. Ties (see tie.go): whether a
+	// tie took the attempt out of the race, and whether its answer has
+	// come and may yet end the call, which no tie may then drop.
+	next      *attempt
+	waiting   bool
+	live      bool
+	tied      bool
+	answering bool
 	// Set before the attempt's request context is made: whether the
 	// attempt is a hedge, whose values are hctx's, and whether its
 	// request context hands Base trace (see tie.go); when not, Base
@@ -313,7 +317,8 @@ func (c *call) do(hctx context.Context, level int32) (result, error) {
 	case resp == nil && err == nil:
 		err = nothingFrom(c.t.base)
 	}
-	if c.answered(a) {
+	lost, tied := c.answered(a)
+	if lost {
 		// Cancelled because another response ended the call, maybe before
 		// hedge.Do has taken it: this result must reach hedge.Do after
 		// that one, as a loser's, or a retryable error would start
@@ -333,6 +338,12 @@ func (c *call) do(hctx context.Context, level int32) (result, error) {
 	default:
 		a.body.rc = resp.Body
 		resp.Body = &a.body
+	}
+	if tied {
+		// Out of the race, as if it had never been sent: hedge.Do drops
+		// this result and hands resp to Discard. It must not end the
+		// call, which goes on with the attempt that started.
+		return result{resp, hedge.Failed, a}, err
 	}
 	if err != nil && c.Err() != nil {
 		// The caller gave up, and the transport said so in its own words
@@ -415,13 +426,17 @@ func (h *hedgeAttempt) copyRequest(req *http.Request, ctx context.Context) {
 
 // answered marks a's response's header as come, or its attempt as
 // failed: cancelling it is no longer the call's to do. It reports whether
-// the call cancelled a first: a lost.
-func (c *call) answered(a *attempt) (lost bool) {
+// the call cancelled a first: a lost; and whether a tie did: a is out of
+// the race, and hedge.Do drops its answer. An answer that is not tied may
+// end the call: from now on a start signal ties nothing (see started),
+// until fail or stopped takes it in as one that does not.
+func (c *call) answered(a *attempt) (lost, tied bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	lost = !a.waiting
+	lost, tied = !a.waiting, a.tied
 	a.waiting = false
-	return lost
+	a.answering = !tied
+	return lost, tied
 }
 
 // cancelLosers ends the call for every attempt but keep: it cancels those

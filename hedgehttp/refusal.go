@@ -36,6 +36,9 @@ var errHeldBack = errors.New("hedgehttp: held back")
 func (c *call) fail(a *attempt, resp *http.Response, o hedge.Outcome, err error, refusal bool) (result, error) {
 	c.mu.Lock()
 	c.unlive(a)
+	// Whatever becomes of it, this answer ends the call only here: a tie
+	// that drops it from now on costs the call nothing (see started).
+	a.answering = false
 	switch {
 	case c.over:
 		// Another answer has ended the call: this one reaches hedge.Do
@@ -68,11 +71,13 @@ func (c *call) fail(a *attempt, resp *http.Response, o hedge.Outcome, err error,
 
 // stopped is what attempt a, which the call's refusal stopped or which
 // gave way to it, gets hedge.Do: errRefused, Terminal if no attempt is
-// left in flight.
+// left in flight. A tied attempt is never the last: hedge.Do drops its
+// result, and the attempt that started answers for the call.
 func (c *call) stopped(a *attempt) (result, error) {
 	c.mu.Lock()
 	c.unlive(a)
-	last := !c.over && c.live == 0
+	a.answering = false
+	last := !c.over && c.live == 0 && !a.tied
 	c.over = c.over || last
 	c.mu.Unlock()
 	if last {

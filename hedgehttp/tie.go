@@ -16,8 +16,10 @@ import (
 // (TieHeader) and reports the attempt that hears it to hedge.Started,
 // which cancels the call's attempts that have not started: they are still
 // queued, so cancelling them costs the servers nothing, and the call goes
-// on with the attempts that run. A server that sends no such response
-// leaves the call as it was before ties.
+// on with the attempts that run. A signal that comes while another
+// attempt's answer is being classified ties nothing: that answer may end
+// the call. A server that sends no such response leaves the call as it
+// was before ties.
 
 // TieHeader is the request header by which a client asks for the start
 // signal: a server that admits requests through an Admission sends a 103
@@ -87,8 +89,7 @@ func (c *call) tie(a *attempt) {
 func (a *attempt) got1xx(code int, h textproto.MIMEHeader) error {
 	c := callOf(a.hctx)
 	if _, ok := h[StartedHeader]; ok {
-		hedge.Started(a.hctx)
-		c.cancelTied()
+		c.started(a)
 		if !c.askedTie {
 			return nil
 		}
@@ -99,29 +100,56 @@ func (a *attempt) got1xx(code int, h textproto.MIMEHeader) error {
 	return nil
 }
 
-// cancelTied cancels the requests of the attempts that hedge.Started has
-// just cancelled: those still waiting for their response's header whose
-// hedge.Do context has ended while the call's has not. The call cancels
-// its attempts' requests itself (see call), so the tie reaches the wire
-// here, at once, and the server sees the queued request leave.
-func (c *call) cancelTied() {
+// started reports a's start to hedge.Started, which cancels the call's
+// attempts that have not started, and takes those out of the call: they
+// no longer count in flight (live), their answer ends nothing (see do),
+// and the requests of those still waiting for their response's header
+// are cancelled here, at once, so that the server sees the queued request
+// leave. (The call cancels its attempts' requests itself: see call.)
+//
+// The tie and the answers are ordered by c.mu. A signal that comes once
+// an answer that may end the call has come (answering), or once one has
+// (over), ties nothing: hedge.Do would drop that answer as a tied
+// attempt's while the call went on as if it had won, and cancelled the
+// others. hedge.Started takes only the locks of hedge.Do's call, under
+// which hedge.Do calls no code of this package, and runs no callback.
+func (c *call) started(a *attempt) {
 	if c.Err() != nil {
-		return // the caller's end reaches every request by itself
+		return // the caller's end reaches every attempt by itself
 	}
 	var cancels [hedge.MaxAttemptsLimit]context.CancelFunc
 	n := 0
 	c.mu.Lock()
-	for b := &c.primary; b != nil; b = b.next {
-		if b.waiting && b.hctx != nil && b.hctx.Err() != nil {
-			b.waiting = false
-			cancels[n] = b.body.cancel
-			n++
+	if !c.over && !c.answering() {
+		hedge.Started(a.hctx)
+		for b := &c.primary; b != nil; b = b.next {
+			if b.tied || b.hctx == nil || b.hctx.Err() == nil {
+				continue
+			}
+			b.tied = true
+			c.unlive(b)
+			if b.waiting {
+				b.waiting = false
+				cancels[n] = b.body.cancel
+				n++
+			}
 		}
 	}
 	c.mu.Unlock()
 	for _, cancel := range cancels[:n] {
 		cancel()
 	}
+}
+
+// answering reports whether an attempt's answer has come that may yet end
+// the call. Called with c.mu held.
+func (c *call) answering() bool {
+	for b := &c.primary; b != nil; b = b.next {
+		if b.answering {
+			return true
+		}
+	}
+	return false
 }
 
 // tieValues is TieHeader's value in every request, shared, as a
