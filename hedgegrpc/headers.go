@@ -51,7 +51,7 @@ func (headerWatch) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.C
 func (headerWatch) HandleRPC(ctx context.Context, rs stats.RPCStats) {
 	if h, ok := rs.(*stats.InHeader); ok && h.Client && !startSignal(h.Header) {
 		if r, ok := ctx.Value(rpcKey{}).(*rpcCtx); ok {
-			r.c.headers(r.k)
+			r.c.headers(r)
 		}
 	}
 }
@@ -86,11 +86,20 @@ func unaryCallOf(ctx context.Context) *call {
 }
 
 // watch is what CommitOnHeaders keeps of one call: the cancel of each
-// attempt's RPC, to end the others when one commits. The call makes it
+// attempt's RPC, to end the others when one commits, and what orders a
+// commit with the start signals (see reportStart). The call makes it
 // when the handler tags its first attempt.
 type watch struct {
 	mu      sync.Mutex
 	cancels [hedge.MaxAttemptsLimit]context.CancelCauseFunc
+	// began has bit k once attempt k's start went to hedge.Started; ties
+	// counts those starts, each of which tied the attempts then in flight
+	// that had not started; tiesAt[k] is ties when attempt k's RPC was
+	// tagged. An attempt tagged before a start it has not matched was
+	// tied: its headers commit nothing.
+	began  uint16
+	ties   uint8
+	tiesAt [hedge.MaxAttemptsLimit]uint8
 }
 
 // tag returns ctx, an attempt's, with a cancel of the call's own; already
@@ -112,22 +121,30 @@ func (c *call) tag(ctx context.Context) context.Context {
 	}
 	if prev := w.cancels[k]; prev != nil {
 		prev(nil) // grpc-go retried the attempt transparently: the old RPC is over
+	} else {
+		w.tiesAt[k] = w.ties
 	}
 	w.cancels[k] = cancel
 	w.mu.Unlock()
 	return ctx
 }
 
-// headers commits the call to attempt k, unless it is committed already,
-// and cancels the other attempts' RPCs, with the cause Do gives losers.
-func (c *call) headers(k int) {
+// headers commits the call to attempt r.k, whose RPC r is, unless it is
+// committed already or the attempt is out of the race, and cancels the
+// other attempts' RPCs, with the cause Do gives losers. A tied attempt is
+// out of the race, as is one whose RPC has ended: hedge.Do drops a tied
+// attempt's answer, and a commit to it would cancel the attempt that
+// started, which ends the call with its cancellation.
+func (c *call) headers(r *rpcCtx) {
 	w := c.watch.Load()
 	if w == nil {
 		return // not tagged: the handler came after the call started
 	}
+	k := r.k
 	var others [hedge.MaxAttemptsLimit]context.CancelCauseFunc
 	w.mu.Lock()
-	if !c.commit.CompareAndSwap(0, int32(k+1)) {
+	tied := w.began&(1<<k) == 0 && w.ties != w.tiesAt[k]
+	if tied || r.Err() != nil || !c.commit.CompareAndSwap(0, int32(k+1)) {
 		w.mu.Unlock()
 		return
 	}

@@ -323,7 +323,7 @@ func (c *call) follow(ctx context.Context) (*unaryAttempt, error) {
 	if began && h != nil && !c.startedFirst {
 		// The primary's start came after the handover, after the
 		// hedges that asked: those still queued are tied.
-		hedge.Started(ctx)
+		c.reportStart(ctx, 0)
 	}
 	if h != nil {
 		close(h.followed)
@@ -362,7 +362,7 @@ func (c *call) leadStarted() {
 	ctx := c.following
 	c.mu.Unlock()
 	if ctx != nil {
-		hedge.Started(ctx)
+		c.reportStart(ctx, 0)
 	}
 }
 
@@ -384,7 +384,7 @@ func (c *call) hedgeStarted(ctx context.Context) {
 			return // the attempt was cancelled, and its start ties nothing
 		}
 	}
-	hedge.Started(ctx)
+	c.reportStart(ctx, hedge.Attempt(ctx))
 }
 
 // afterLead is the Delay of a race handed over by a primary: first for

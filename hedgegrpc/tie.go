@@ -5,6 +5,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/tailcut/hedge"
 )
 
 // The start signal of tied hedges: an attempt asks for it with TieKey in
@@ -57,6 +59,32 @@ func (c *call) invokeTied(ctx context.Context, req, reply any, opts []grpc.CallO
 		}
 	}
 	return cs.RecvMsg(reply)
+}
+
+// reportStart reports to hedge.Do that attempt k, whose context in Do is
+// ctx, has started, which ties the attempts of the call in flight that
+// have not. With CommitOnHeaders, the start and a commit are ordered by
+// the watch's mu: a start that comes once the call has committed to
+// another attempt ties nothing, since hedge.Do would drop the answer A6
+// ends the call with, while the commit had cancelled the attempt that
+// started; and headers that come from an attempt that a start has tied
+// commit nothing (see headers). hedge.Started takes only the locks of
+// hedge.Do's call, under which hedge.Do calls no code of this package,
+// and runs no callback.
+func (c *call) reportStart(ctx context.Context, k int) {
+	w := c.watch.Load()
+	if w == nil {
+		hedge.Started(ctx) // no commit on headers: nothing to order
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := c.commit.Load(); n != 0 && int(n) != k+1 || w.began&(1<<k) != 0 || ctx.Err() != nil {
+		return // committed elsewhere, reported already, or out of the race
+	}
+	hedge.Started(ctx)
+	w.began |= 1 << k
+	w.ties++
 }
 
 // tiedAttempt reports whether a stream that the Interceptor's Stream
