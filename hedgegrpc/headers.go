@@ -13,8 +13,10 @@ import (
 // calls their attempts' response headers as they arrive, so that a call
 // commits to the first attempt that receives them, as A6 says: no hedge
 // starts after that, the other attempts are cancelled, and the call ends
-// with that attempt's answer, whatever it is. Install it on the hedged
-// channel:
+// with that attempt's answer, whatever it is. A start signal (see
+// StartedKey) that comes after the commit ties nothing, and the headers
+// of an attempt that a start signal tied commit nothing. Install it on
+// the hedged channel:
 //
 //	conn, err := grpc.NewClient(target, append(in.DialOptions(target), creds,
 //		grpc.WithStatsHandler(hedgegrpc.CommitOnHeaders()))...)
@@ -132,9 +134,9 @@ func (c *call) tag(ctx context.Context) context.Context {
 // headers commits the call to attempt r.k, whose RPC r is, unless it is
 // committed already or the attempt is out of the race, and cancels the
 // other attempts' RPCs, with the cause Do gives losers. A tied attempt is
-// out of the race, as is one whose RPC has ended: hedge.Do drops a tied
-// attempt's answer, and a commit to it would cancel the attempt that
-// started, which ends the call with its cancellation.
+// out of the race, as is one whose RPC's context has ended: hedge.Do
+// drops a tied attempt's answer, and a commit to it would cancel the
+// attempt that started, which would end the call with its cancellation.
 func (c *call) headers(r *rpcCtx) {
 	w := c.watch.Load()
 	if w == nil {
