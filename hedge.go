@@ -53,9 +53,10 @@ import (
 var defaultDelay Delay = fixed(DefaultDelay)
 
 // Do calls fn and, while no acceptable answer has come, starts more
-// attempts of it as p says, each on its own goroutine; it returns the
-// first accepted or terminal result, or, when nothing is in flight and no
-// more attempts may start, the last retryable result as fn returned it.
+// attempts of it as p says, each on its own goroutine (but with
+// p.Inline); it returns the first accepted or terminal result, or, when
+// nothing is in flight and no more attempts may start, the last retryable
+// result as fn returned it.
 //
 // Attempt 0 starts at once, on a goroutine of its own, which first asks
 // p.Delay and p.Budget about it if they may run code of the user's: a
