@@ -11,9 +11,9 @@ import (
 )
 
 // call is the state of one Do. Every goroutine of the call enters through
-// step: Do starts it for the primary, the hedge timer and the caller's
-// context fire it, and an attempt that ends retryable claims the next
-// attempt itself. Sharing that one func value between the go statement,
+// step: Do starts it for the primary (or, with Policy.Inline, runs steps
+// itself), the hedge timer and the caller's context fire it, and an
+// attempt that ends retryable claims the next attempt itself. Sharing that one func value between the go statement,
 // the timer and context.AfterFunc is what keeps the fast path at three
 // allocations: the call, stepFn, the timer.
 //
@@ -406,8 +406,9 @@ func (c *call[T]) claim(k int, seen time.Duration) *attemptCtx {
 // claimFirst asks the primary's hooks, outside c.mu, on the primary's
 // goroutine: the Delay for the first hedge and the Budget, which counts
 // the call. Do waits meanwhile with the timer armed for the Timeout alone
-// (see claiming), so slow hooks do not hold it past the deadline. It
-// returns the primary to run, or nil if the call ended first.
+// (see claiming), so slow hooks do not hold it past the deadline, unless
+// this goroutine is the caller's (Policy.Inline). It returns the primary
+// to run, or nil if the call ended first.
 func (c *call[T]) claimFirst() (a *attemptCtx) {
 	if c.granted {
 		defer func() {

@@ -126,9 +126,17 @@ func (c *call[T]) won() *attemptCtx {
 // dropFrom hands d to Discard on this goroutine, unless it is the
 // caller's (here, see Policy.Inline): a slow Discard there would hold Do,
 // which does not wait for a late loser's Discard, nor, past the
-// deadline, for an early drop's.
+// deadline, for an early drop's. Small enough to inline: the fast path,
+// which has nothing to drop, pays no call for it.
 func (c *call[T]) dropFrom(here bool, d drop[T]) {
-	if here && d.ok && c.discard != nil {
+	if d.ok && c.discard != nil {
+		c.handOver(here, d)
+	}
+}
+
+// handOver is dropFrom with a value to drop.
+func (c *call[T]) handOver(here bool, d drop[T]) {
+	if here {
 		go c.drop(d)
 		return
 	}

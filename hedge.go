@@ -53,9 +53,10 @@ import (
 var defaultDelay Delay = fixed(DefaultDelay)
 
 // Do calls fn and, while no acceptable answer has come, starts more
-// attempts of it as p says, each on its own goroutine; it returns the
-// first accepted or terminal result, or, when nothing is in flight and no
-// more attempts may start, the last retryable result as fn returned it.
+// attempts of it as p says, each on its own goroutine (but with
+// p.Inline); it returns the first accepted or terminal result, or, when
+// nothing is in flight and no more attempts may start, the last retryable
+// result as fn returned it.
 //
 // Attempt 0 starts at once, on a goroutine of its own, which first asks
 // p.Delay and p.Budget about it if they may run code of the user's: a
@@ -203,7 +204,8 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	}
 
 	// The primary's hooks run on its goroutine (see claimFirst), so that
-	// Do keeps the deadline while they do; a delay of this package that
+	// Do keeps the deadline while they do (but with Inline, where that
+	// goroutine is the caller's); a delay of this package that
 	// calls no code of the user's cannot block, and Do asks it here, so
 	// that a hedge due at once is started with the primary. The timer
 	// armed here may fire at once: from here on c is shared.
@@ -229,18 +231,17 @@ func do[T any](ctx context.Context, p Policy[T], fn func(context.Context) (T, er
 	// Inline.
 	inline := p.Inline && !c.kick
 	c.unlock()
+	if !inline {
+		go c.stepFn()
+	}
 	// The call stays linked to ctx until Do returns, and not after: a
 	// long-lived ctx must not accumulate finished calls.
 	var unlink func() bool
-	if inline {
-		if ctx.Done() != nil {
-			unlink = context.AfterFunc(ctx, c.stepFn)
-		}
-		return c.runHere(ctx, p.Observer, outcome, t, unlink)
-	}
-	go c.stepFn()
 	if ctx.Done() != nil {
 		unlink = context.AfterFunc(ctx, c.stepFn)
+	}
+	if inline {
+		return c.runHere(ctx, p.Observer, outcome, t, unlink)
 	}
 	return c.await(ctx, p.Observer, outcome, t, unlink, false)
 }

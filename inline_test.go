@@ -307,3 +307,57 @@ func TestInlineHookFailureDiscardsAside(t *testing.T) {
 		}
 	}
 }
+
+// lateLink is a caller's context whose AfterFunc, which Do calls before
+// it runs the primary on the caller's goroutine, takes wait: long enough
+// for the first hedge's timer to fire first and take the primary. It
+// hides its parent's values, or context.AfterFunc would find the parent's
+// cancelCtx among them and register there instead.
+type lateLink struct {
+	context.Context
+	wait time.Duration
+}
+
+func (lateLink) Value(any) any { return nil }
+
+func (l lateLink) AfterFunc(f func()) (stop func() bool) {
+	time.Sleep(l.wait)
+	return context.AfterFunc(l.Context, f)
+}
+
+// When the hedge's timer takes the primary before the caller's goroutine
+// does, the caller's goroutine runs the hedge it finds due instead, and
+// Do returns once that hedge, which lost, has seen its cancellation.
+func TestInlineCallerRunsTheHedgeWhenTheTimerTookThePrimary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		caller := goid.Current()
+		var mu sync.Mutex
+		onCaller := map[int]bool{}
+		r := newRecorder(step{after: 30 * ms}, step{after: time.Second})
+		p := hedge.Policy[int]{Delay: hedge.Fixed(10 * ms), Inline: true}
+		ctx := lateLink{Context: t.Context(), wait: 15 * ms}
+		v, err := hedge.Do(ctx, p, func(ctx context.Context) (int, error) {
+			mu.Lock()
+			onCaller[hedge.Attempt(ctx)] = goid.Current() == caller
+			mu.Unlock()
+			return r.fn(ctx)
+		})
+		// The timer's goroutine starts the primary at 10ms; it answers
+		// 30ms later.
+		if v != 0 || err != nil || r.since() != 40*ms {
+			t.Errorf("Do = %d, %v at %v; want the primary's 0, nil at 40ms", v, err, r.since())
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if diff := cmp.Diff(map[int]bool{0: false, 1: true}, onCaller); diff != "" {
+			t.Errorf("attempts on the caller's goroutine (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]time.Duration{10 * ms, 15 * ms}, r.starts()); diff != "" {
+			t.Errorf("started at (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(map[int]time.Duration{1: 40 * ms}, r.cancels()); diff != "" {
+			t.Errorf("cancelled at (-want +got):\n%s", diff)
+		}
+	})
+}

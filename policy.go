@@ -77,10 +77,10 @@ type Policy[T any] struct {
 	// goroutine has, and those attempts' Delay and Budget hooks (Next and
 	// Allow before fn, Done after it) run there too. Set it when fn
 	// returns as soon as its context ends, as net/http's, grpc-go's and
-	// database/sql's calls do. A call whose first hedge is due at once (a
-	// Fixed delay of 0) runs its primary on a goroutine of its own all the
-	// same. False, the zero value, runs every attempt on a goroutine of
-	// its own.
+	// database/sql's calls do. A call whose first hedge Do finds due at
+	// once before it asks any hook of the user's (a Fixed delay of 0 and
+	// no Budget) runs its primary on a goroutine of its own all the same.
+	// False, the zero value, runs every attempt on a goroutine of its own.
 	Inline bool
 }
 

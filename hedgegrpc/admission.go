@@ -38,10 +38,10 @@ import (
 //
 // When a call leaves the queue, and before the handler runs, Admission
 // sends its response headers at once, with StartedKey, if the client
-// asked (TieKey "1", which an Interceptor sets on the attempts of a
-// hedged call). The client then cancels the attempts of the same call
-// that have not started: they wait in a queue, here or at another
-// replica, and leave it without running (see Interceptor.Unary). Since
+// asked (TieKey, with any value, which an Interceptor sets on the
+// attempts of a hedged call). The client then cancels the attempts of
+// the same call that have not started: they wait in a queue, here or at
+// another replica, and leave it without running (see Interceptor.Unary). Since
 // gRPC sends a call's headers once, a handler of such a call cannot set
 // header metadata of its own (grpc.SetHeader fails): trailers
 // (grpc.SetTrailer) still reach the client. Metadata set by interceptors
