@@ -67,22 +67,10 @@ func testStartAfterAnotherAnswer(t *testing.T, p proto, maxAttempts int) {
 		fmt.Fprint(w, "from attempt ", attemptOf(r))
 	}))
 
-	blocked := make(chan error, 1)
-	go func() {
-		req := get(t, busyURL)
-		req.Header.Set("Blocker", "1")
-		resp, err := busyBase.RoundTrip(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		blocked <- err
-	}()
-	within(t, busyIn, "the blocker to hold the busy replica")
+	blockerDone := holdWithBlocker(t, busyURL, busyBase, busyIn)
 	defer func() {
 		release()
-		if err := within(t, blocked, "the blocker's answer"); err != nil {
-			t.Errorf("the blocker: %v", err)
-		}
+		blockerDone()
 	}()
 
 	// The caller asks for the start signal itself, so that its trace
@@ -234,21 +222,9 @@ func testTiedAttemptAnswers(t *testing.T, p proto, refused bool, maxAttempts int
 		fmt.Fprint(w, "from attempt ", attemptOf(r))
 	}))
 
-	blocked := make(chan error, 1)
-	go func() {
-		req := get(t, busyURL)
-		req.Header.Set("Blocker", "1")
-		resp, err := busyBase.RoundTrip(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		blocked <- err
-	}()
-	within(t, busyIn, "the blocker to hold the busy replica")
+	blockerDone := holdWithBlocker(t, busyURL, busyBase, busyIn)
 	defer func() {
-		if err := within(t, blocked, "the blocker's answer"); err != nil {
-			t.Errorf("the blocker: %v", err)
-		}
+		blockerDone()
 	}()
 
 	obs := &reports{}

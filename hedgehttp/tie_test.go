@@ -128,22 +128,10 @@ func TestTieAcrossProtocols(t *testing.T) {
 				idleAdm.ServeHTTP(w, r)
 			}))
 
-			blocked := make(chan error, 1)
-			go func() {
-				req := get(t, busyURL)
-				req.Header.Set("Blocker", "1")
-				resp, err := busyBase.RoundTrip(req)
-				if err == nil {
-					resp.Body.Close()
-				}
-				blocked <- err
-			}()
-			within(t, busyIn, "the blocker to hold the busy replica")
+			blockerDone := holdWithBlocker(t, busyURL, busyBase, busyIn)
 			defer func() {
 				close(holdBusy)
-				if err := within(t, blocked, "the blocker's answer"); err != nil {
-					t.Errorf("the blocker: %v", err)
-				}
+				blockerDone()
 			}()
 
 			obs := &reports{}
@@ -165,6 +153,30 @@ func TestTieAcrossProtocols(t *testing.T) {
 				t.Errorf("report: %d attempts, %d tied, won by %d; want 2, 1 tied, won by 1", r.Attempts, r.Tied, r.Winner)
 			}
 		})
+	}
+}
+
+// holdWithBlocker sends a request marked Blocker to the busy replica at
+// url, through base, and returns once its handler has closed in: it then
+// holds the replica's one place. The func it returns waits for the
+// blocker's answer, once the test lets the handler go.
+func holdWithBlocker(t *testing.T, url string, base http.RoundTripper, in <-chan struct{}) (done func()) {
+	t.Helper()
+	blocked := make(chan error, 1)
+	go func() {
+		req := get(t, url)
+		req.Header.Set("Blocker", "1")
+		resp, err := base.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		blocked <- err
+	}()
+	within(t, in, "the blocker to hold the busy replica")
+	return func() {
+		if err := within(t, blocked, "the blocker's answer"); err != nil {
+			t.Errorf("the blocker: %v", err)
+		}
 	}
 }
 
