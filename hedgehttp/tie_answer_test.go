@@ -50,12 +50,7 @@ func testStartAfterAnotherAnswer(t *testing.T, p proto, maxAttempts int) {
 		}
 		<-r.Context().Done() // the primary runs until it loses
 	})}
-	busyURL, busyBase := p.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Blocker") == "" {
-			close(primaryIn)
-		}
-		busyAdm.ServeHTTP(w, r)
-	}))
+	busyURL, busyBase := busyReplica(t, p, busyAdm, primaryIn)
 	idleURL, idleBase := p.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if attemptOf(r) > 1 {
 			<-r.Context().Done() // a second hedge, if any, never answers
@@ -204,12 +199,7 @@ func testTiedAttemptAnswers(t *testing.T, p proto, refused bool, maxAttempts int
 		w.WriteHeader(want)
 		fmt.Fprint(w, "from attempt ", attemptOf(r))
 	})}
-	busyURL, busyBase := p.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Blocker") == "" {
-			close(primaryIn)
-		}
-		busyAdm.ServeHTTP(w, r)
-	}))
+	busyURL, busyBase := busyReplica(t, p, busyAdm, primaryIn)
 	idleURL, idleBase := p.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if attemptOf(r) > 1 {
 			<-r.Context().Done() // a second hedge, if any, never answers
@@ -271,4 +261,15 @@ func testTiedAttemptAnswers(t *testing.T, p proto, refused bool, maxAttempts int
 	if r := obs.last(t); r.Tied != maxAttempts-1 || r.Winner != 0 {
 		t.Errorf("report: %d tied, won by %d; want %d tied, won by 0", r.Tied, r.Winner, maxAttempts-1)
 	}
+}
+
+// busyReplica serves adm over p, and closes primaryIn when the first
+// request that is not the blocker arrives: the primary, queued.
+func busyReplica(t *testing.T, p proto, adm http.Handler, primaryIn chan<- struct{}) (string, http.RoundTripper) {
+	return p.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Blocker") == "" {
+			close(primaryIn)
+		}
+		adm.ServeHTTP(w, r)
+	}))
 }
