@@ -243,13 +243,15 @@ type attempt struct {
 	// Guarded by the call's mu: the call's next attempt, whether the
 	// attempt may yet be sent or waits for its response's header, and
 	// whether it counts in the call's live. Ties (see tie.go): whether a
-	// tie took the attempt out of the race, and whether its answer has
-	// come and may yet end the call, which no tie may then drop.
+	// tie took the attempt out of the race, whether its answer has come
+	// and may yet end the call, which no tie may then drop, and whether
+	// its start signal has come and waits to be reported (see tieHeard).
 	next      *attempt
 	waiting   bool
 	live      bool
 	tied      bool
 	answering bool
+	heard     bool
 	// Set before the attempt's request context is made: whether the
 	// attempt is a hedge, whose values are hctx's, and whether its
 	// request context hands Base trace (see tie.go); when not, Base
@@ -428,8 +430,8 @@ func (h *hedgeAttempt) copyRequest(req *http.Request, ctx context.Context) {
 // failed: cancelling it is no longer the call's to do. It reports whether
 // the call cancelled a first: a lost; and whether a tie did: a is out of
 // the race, and hedge.Do drops its answer. An answer that is not tied may
-// end the call: from now on a start signal ties nothing (see started),
-// until fail or stopped takes it in as one that does not.
+// end the call: from now on a start signal waits (see tieHeard), until
+// fail or stopped takes it in as one that does not.
 func (c *call) answered(a *attempt) (lost, tied bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

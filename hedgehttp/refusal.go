@@ -1,6 +1,7 @@
 package hedgehttp
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -37,9 +38,21 @@ func (c *call) fail(a *attempt, resp *http.Response, o hedge.Outcome, err error,
 	c.mu.Lock()
 	c.unlive(a)
 	// Whatever becomes of it, this answer ends the call only here: a tie
-	// that drops it from now on costs the call nothing (see started).
+	// that drops it from now on costs the call nothing, and the starts
+	// heard while it was classified are reported now (see tieHeard).
 	a.answering = false
+	var cancels [hedge.MaxAttemptsLimit]context.CancelFunc
+	if n := c.tieHeard(&cancels); n > 0 {
+		c.mu.Unlock()
+		cancelAll(cancels[:n])
+		c.mu.Lock()
+	}
 	switch {
+	case a.tied:
+		// A start reported just now tied a: out of the race, its answer
+		// ends nothing, and the call holds no refusal of its.
+		c.mu.Unlock()
+		return result{resp, hedge.Failed, a}, err
 	case c.over:
 		// Another answer has ended the call: this one reaches hedge.Do
 		// as a loser's, and starts nothing.
@@ -74,12 +87,15 @@ func (c *call) fail(a *attempt, resp *http.Response, o hedge.Outcome, err error,
 // left in flight. A tied attempt is never the last: hedge.Do drops its
 // result, and the attempt that started answers for the call.
 func (c *call) stopped(a *attempt) (result, error) {
+	var cancels [hedge.MaxAttemptsLimit]context.CancelFunc
 	c.mu.Lock()
 	c.unlive(a)
 	a.answering = false
+	n := c.tieHeard(&cancels)
 	last := !c.over && c.live == 0 && !a.tied
 	c.over = c.over || last
 	c.mu.Unlock()
+	cancelAll(cancels[:n])
 	if last {
 		c.cancelLosers(nil)
 		return result{o: hedge.Terminal}, errRefused

@@ -17,9 +17,9 @@ import (
 // which cancels the call's attempts that have not started: they are still
 // queued, so cancelling them costs the servers nothing, and the call goes
 // on with the attempts that run. A signal that comes while another
-// attempt's answer is being classified ties nothing: that answer may end
-// the call. A server that sends no such response leaves the call as it
-// was before ties.
+// attempt's answer is being classified waits for it: that answer may end
+// the call, and then the signal ties nothing. A server that sends no such
+// response leaves the call as it was before ties.
 
 // TieHeader is the request header by which a client asks for the start
 // signal: a server that admits requests through an Admission sends a 103
@@ -100,28 +100,53 @@ func (a *attempt) got1xx(code int, h textproto.MIMEHeader) error {
 	return nil
 }
 
-// started reports a's start to hedge.Started, which cancels the call's
-// attempts that have not started, and takes those out of the call: they
-// no longer count in flight (live), their answer ends nothing (see do),
-// and the requests of those still waiting for their response's header
-// are cancelled here, at once, so that the server sees the queued request
-// leave. (The call cancels its attempts' requests itself: see call.)
-//
-// The tie and the answers are ordered by c.mu. A signal that comes once
-// an answer that may end the call has come (answering), or once one has
-// (over), ties nothing: hedge.Do would drop that answer as a tied
-// attempt's while the call went on as if it had won, and cancelled the
-// others. hedge.Started takes only the locks of hedge.Do's call, under
-// which hedge.Do calls no code of this package, and runs no callback.
+// started hears a's start signal, and reports it to hedge.Started unless
+// an answer that may end the call is being classified (see tieHeard).
 func (c *call) started(a *attempt) {
 	if c.Err() != nil {
 		return // the caller's end reaches every attempt by itself
 	}
 	var cancels [hedge.MaxAttemptsLimit]context.CancelFunc
-	n := 0
 	c.mu.Lock()
-	if !c.over && !c.answering() {
-		hedge.Started(a.hctx)
+	a.heard = true
+	n := c.tieHeard(&cancels)
+	c.mu.Unlock()
+	cancelAll(cancels[:n])
+}
+
+// tieHeard reports the starts heard and not yet reported to
+// hedge.Started, which cancels the call's attempts that have not
+// started, and takes those out of the call: they no longer count in
+// flight (live), their answer ends nothing (see do), and the requests of
+// those still waiting for their response's header go in cancels, n of
+// them, for the caller to cancel once it has released c.mu, so that the
+// server sees the queued request leave at once. (The call cancels its
+// attempts' requests itself: see call.) Called with c.mu held.
+//
+// The ties and the answers are ordered by c.mu. While an answer that may
+// end the call is classified (answering), a start waits: reported then,
+// it would make hedge.Do drop that answer as a tied attempt's while the
+// call went on as if it had won, and cancelled the others. The answer's
+// attempt reports it once the answer turns out to end nothing (see fail
+// and stopped); lost, the start would leave its attempt to be tied, still
+// running, by the next start. Once an answer has ended the call (over),
+// a start ties nothing, and one whose attempt has answered since is no
+// longer news. hedge.Started takes only the locks of hedge.Do's call,
+// under which hedge.Do calls no code of this package, and runs no
+// callback.
+func (c *call) tieHeard(cancels *[hedge.MaxAttemptsLimit]context.CancelFunc) (n int) {
+	if c.over || c.answering() {
+		return 0
+	}
+	for s := &c.primary; s != nil; s = s.next {
+		if !s.heard {
+			continue
+		}
+		s.heard = false
+		if !s.waiting {
+			continue
+		}
+		hedge.Started(s.hctx)
 		for b := &c.primary; b != nil; b = b.next {
 			if b.tied || b.hctx == nil || b.hctx.Err() == nil {
 				continue
@@ -135,8 +160,12 @@ func (c *call) started(a *attempt) {
 			}
 		}
 	}
-	c.mu.Unlock()
-	for _, cancel := range cancels[:n] {
+	return n
+}
+
+// cancelAll cancels the requests of the attempts a tie took out.
+func cancelAll(cancels []context.CancelFunc) {
+	for _, cancel := range cancels {
 		cancel()
 	}
 }
