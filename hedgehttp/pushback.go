@@ -60,7 +60,11 @@ func pushback(h string, now, deadline time.Time) (time.Duration, bool) {
 
 // holdBack holds attempt a back until the call's pushback has passed.
 // Meanwhile a does not count in flight: a refusal heard then ends the
-// call without waiting for it, or, if others are in flight, stops it.
+// call without waiting for it, or, if others are in flight, stops it. An
+// attempt that the call or a tie cancelled meanwhile is not sent, and
+// counts in flight no more: a tied attempt's answer is never taken in as
+// one that was (see do), and would leave the call a live attempt for
+// good, so that no refusal could end it at once (see stopped).
 func (c *call) holdBack(a *attempt) error {
 	c.mu.Lock()
 	c.unlive(a)
@@ -70,7 +74,10 @@ func (c *call) holdBack(a *attempt) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.refused != nil {
+	switch {
+	case !a.waiting:
+		return context.Cause(a.req.Context())
+	case c.refused != nil:
 		return errHeldBack
 	}
 	a.live = true

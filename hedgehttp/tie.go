@@ -151,16 +151,27 @@ func (c *call) tieHeard(cancels *[hedge.MaxAttemptsLimit]context.CancelFunc) (n 
 			if b.tied || b.hctx == nil || b.hctx.Err() == nil {
 				continue
 			}
-			b.tied = true
-			c.unlive(b)
-			if b.waiting {
-				b.waiting = false
-				cancels[n] = b.body.cancel
+			if cancel := c.takeOut(b); cancel != nil {
+				cancels[n] = cancel
 				n++
 			}
 		}
 	}
 	return n
+}
+
+// takeOut takes b, which a tie cancelled, out of the call, and returns
+// the cancel of its request if it still waits for its response's header
+// (nil if not), for the caller to call once it has released c.mu.
+// Called with c.mu held.
+func (c *call) takeOut(b *attempt) context.CancelFunc {
+	b.tied = true
+	c.unlive(b)
+	if !b.waiting {
+		return nil
+	}
+	b.waiting = false
+	return b.body.cancel
 }
 
 // cancelAll cancels the requests of the attempts a tie took out.
