@@ -121,12 +121,13 @@ func (c *call) tag(ctx context.Context) context.Context {
 		cancel(hedge.ErrSuperseded)
 		return ctx
 	}
-	if prev := w.cancels[k]; prev != nil {
+	i := slot(k)
+	if prev := w.cancels[i]; prev != nil {
 		prev(nil) // grpc-go retried the attempt transparently: the old RPC is over
 	} else {
-		w.tiesAt[k] = w.ties
+		w.tiesAt[i] = w.ties
 	}
-	w.cancels[k] = cancel
+	w.cancels[i] = cancel
 	w.mu.Unlock()
 	return ctx
 }
@@ -142,16 +143,16 @@ func (c *call) headers(r *rpcCtx) {
 	if w == nil {
 		return // not tagged: the handler came after the call started
 	}
-	k := r.k
+	k, i := r.k, slot(r.k)
 	var others [hedge.MaxAttemptsLimit]context.CancelCauseFunc
 	w.mu.Lock()
-	tied := w.began&(1<<k) == 0 && w.ties != w.tiesAt[k]
+	tied := w.began&(1<<i) == 0 && w.ties != w.tiesAt[i]
 	if tied || r.Err() != nil || !c.commit.CompareAndSwap(0, int32(k+1)) {
 		w.mu.Unlock()
 		return
 	}
 	for j, f := range w.cancels {
-		if j != k {
+		if j != i {
 			others[j] = f
 		}
 	}
@@ -163,6 +164,12 @@ func (c *call) headers(r *rpcCtx) {
 	}
 }
 
+// slot is where a watch keeps what it knows of attempt k. A retry loop
+// (hedge.Tries) numbers its tries' attempts across the loop, so k may be
+// past hedge.MaxAttemptsLimit; the attempts of one call, at most that
+// many, have consecutive numbers, and so slots of their own.
+func slot(k int) int { return k % hedge.MaxAttemptsLimit }
+
 // untag releases attempt k's cancel once its RPC is over.
 func (c *call) untag(k int) {
 	w := c.watch.Load()
@@ -170,8 +177,8 @@ func (c *call) untag(k int) {
 		return
 	}
 	w.mu.Lock()
-	f := w.cancels[k]
-	w.cancels[k] = nil
+	f := w.cancels[slot(k)]
+	w.cancels[slot(k)] = nil
 	w.mu.Unlock()
 	if f != nil {
 		f(nil)

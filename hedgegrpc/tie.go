@@ -79,11 +79,11 @@ func (c *call) reportStart(ctx context.Context, k int) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if n := c.commit.Load(); n != 0 && int(n) != k+1 || w.began&(1<<k) != 0 || ctx.Err() != nil {
+	if n := c.commit.Load(); n != 0 && int(n) != k+1 || w.began&(1<<slot(k)) != 0 || ctx.Err() != nil {
 		return // committed elsewhere, reported already, or out of the race
 	}
 	hedge.Started(ctx)
-	w.began |= 1 << k
+	w.began |= 1 << slot(k)
 	w.ties++
 }
 

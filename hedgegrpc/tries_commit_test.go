@@ -1,0 +1,84 @@
+package hedgegrpc_test
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/hedgegrpc"
+)
+
+// alwaysDown is a health server whose Check always fails with
+// UNAVAILABLE, in trailers only: a failure that commits nothing.
+// It counts the calls it gets.
+type alwaysDown struct {
+	healthpb.UnimplementedHealthServer
+	calls atomic.Int32
+}
+
+func (s *alwaysDown) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	s.calls.Add(1)
+	return nil, status.Error(codes.Unavailable, "down")
+}
+
+// A retry loop numbers its tries' attempts across the loop (hedge.Tries),
+// so that after a few tries a call's attempts have numbers past
+// hedge.MaxAttemptsLimit. CommitOnHeaders keeps what it knows of each
+// attempt by the attempt's place in its call, not by that number: every
+// try sends one call, which fails with the server's UNAVAILABLE, the
+// last as the first. (A call hedged at a fixed hedgingDelay, whose
+// primary runs outside hedge.Do, does not yet follow a retry loop's
+// numbers, and is not played here.)
+func TestCommitOnHeadersAcrossTries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { testCommitOnHeadersAcrossTries(t) })
+}
+
+func testCommitOnHeadersAcrossTries(t *testing.T) {
+	lis := bufconn.Listen(1 << 16)
+	gs := grpc.NewServer()
+	srv := &alwaysDown{}
+	healthpb.RegisterHealthServer(gs, srv)
+	go gs.Serve(lis)
+	defer gs.Stop()
+
+	p := hedgegrpc.HedgingPolicy{MaxAttempts: 2, Delay: hedge.Fixed(time.Hour)}
+	hedging, err := hedgegrpc.New(hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{"grpc.health.v1.Health/Check": p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const target = "passthrough:///bufconn"
+	conn, err := grpc.NewClient(target, append(hedging.DialOptions(target),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(hedgegrpc.CommitOnHeaders()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+
+	ctx := context.Background()
+	try := hedge.Tries(ctx, nil, func(ctx context.Context) (*healthpb.HealthCheckResponse, error) {
+		return client.Check(ctx, &healthpb.HealthCheckRequest{})
+	}, nil)
+	const tries = 2 * hedge.MaxAttemptsLimit
+	for n := range tries {
+		if _, err := try(); status.Code(err) != codes.Unavailable {
+			t.Fatalf("try %d: %v, want the server's UNAVAILABLE", n, err)
+		}
+	}
+	if got := srv.calls.Load(); got != tries {
+		t.Errorf("the server got %d calls, want one per try: %d", got, tries)
+	}
+}
