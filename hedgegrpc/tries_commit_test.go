@@ -35,16 +35,21 @@ func (s *alwaysDown) Check(context.Context, *healthpb.HealthCheckRequest) (*heal
 // A retry loop numbers its tries' attempts across the loop (hedge.Tries),
 // so that after a few tries a call's attempts have numbers past
 // hedge.MaxAttemptsLimit. CommitOnHeaders keeps what it knows of each
-// attempt by the attempt's place in its call, not by that number: every
-// try sends one call, which fails with the server's UNAVAILABLE, the
-// last as the first. (A call hedged at a fixed hedgingDelay, whose
-// primary runs outside hedge.Do, does not yet follow a retry loop's
-// numbers, and is not played here.)
+// attempt by the attempt's place in its call, not by that number, and a
+// call hedged at a fixed hedgingDelay whose context carries an attempt
+// number races through hedge.Do from its first attempt, as the handover
+// from a primary run outside it knows Do's first attempt only as 0:
+// every try sends one call, which fails with the server's UNAVAILABLE,
+// the last as the first.
 func TestCommitOnHeadersAcrossTries(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) { testCommitOnHeadersAcrossTries(t) })
+	for _, kind := range unaryKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testCommitOnHeadersAcrossTries(t, kind.fixed) })
+		})
+	}
 }
 
-func testCommitOnHeadersAcrossTries(t *testing.T) {
+func testCommitOnHeadersAcrossTries(t *testing.T, fixed bool) {
 	lis := bufconn.Listen(1 << 16)
 	gs := grpc.NewServer()
 	srv := &alwaysDown{}
@@ -53,6 +58,9 @@ func testCommitOnHeadersAcrossTries(t *testing.T) {
 	defer gs.Stop()
 
 	p := hedgegrpc.HedgingPolicy{MaxAttempts: 2, Delay: hedge.Fixed(time.Hour)}
+	if fixed {
+		p.Delay, p.HedgingDelay = nil, time.Hour
+	}
 	hedging, err := hedgegrpc.New(hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{"grpc.health.v1.Health/Check": p}})
 	if err != nil {
 		t.Fatal(err)
@@ -81,4 +89,66 @@ func testCommitOnHeadersAcrossTries(t *testing.T) {
 	if got := srv.calls.Load(); got != tries {
 		t.Errorf("the server got %d calls, want one per try: %d", got, tries)
 	}
+}
+
+// slowAfterDown fails its first call with UNAVAILABLE, and answers every
+// later one after an hour and a half: the second try of a retry loop
+// runs long enough for its hedge to fall due.
+type slowAfterDown struct {
+	healthpb.UnimplementedHealthServer
+	calls atomic.Int32
+}
+
+func (s *slowAfterDown) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	if s.calls.Add(1) == 1 {
+		return nil, status.Error(codes.Unavailable, "down")
+	}
+	select {
+	case <-time.After(90 * time.Minute):
+		return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// The second try of a retry loop, hedged at a fixed hedgingDelay, hands
+// its primary over to hedge.Do when its hedge falls due, as a first try
+// does: the server sees that try's primary and one hedge, not a second
+// primary.
+func TestFixedDelayHandsOverInALaterTry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lis := bufconn.Listen(1 << 16)
+		gs := grpc.NewServer()
+		srv := &slowAfterDown{}
+		healthpb.RegisterHealthServer(gs, srv)
+		go gs.Serve(lis)
+		defer gs.Stop()
+		p := hedgegrpc.HedgingPolicy{MaxAttempts: 2, HedgingDelay: time.Hour}
+		hedging, err := hedgegrpc.New(hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{"grpc.health.v1.Health/Check": p}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const target = "passthrough:///bufconn"
+		conn, err := grpc.NewClient(target, append(hedging.DialOptions(target),
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		client := healthpb.NewHealthClient(conn)
+		try := hedge.Tries(context.Background(), nil, func(ctx context.Context) (*healthpb.HealthCheckResponse, error) {
+			return client.Check(ctx, &healthpb.HealthCheckRequest{})
+		}, nil)
+		if _, err := try(); status.Code(err) != codes.Unavailable {
+			t.Fatalf("first try: %v, want the server's UNAVAILABLE", err)
+		}
+		resp, err := try()
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("second try: %v, %v; want SERVING", resp, err)
+		}
+		if got := srv.calls.Load(); got != 3 {
+			t.Errorf("the server got %d calls, want 3: the first try's, the second's primary and its hedge", got)
+		}
+	})
 }
