@@ -14,7 +14,10 @@ import (
 )
 
 // A unary call of a method hedged at a fixed delay runs its primary on
-// the caller's goroutine, and a timer waits for the first hedge. Most
+// the caller's goroutine, and a timer waits for the first hedge (unless
+// its context carries an attempt number, as a later try of a retry loop
+// does: hedge.Do then numbers its attempts from it, and the handover
+// below knows Do's first attempt as 0, so the call races through Do). Most
 // calls end before it fires, and then cost what the call itself costs,
 // a cancellable context and a timer. hedge.Do would add a goroutine for
 // the primary, whose stack grpc-go's call grows from 2 KiB to 8 KiB by
