@@ -144,7 +144,7 @@ func startShed(t *testing.T, shed *hedgegrpc.Shedder, svc *guarded, cfg hedgegrp
 
 // serveHealth serves svc on lis with gs and dials target without
 // credentials; the test's cleanup closes the connection and stops gs.
-func serveHealth(t *testing.T, gs *grpc.Server, svc *guarded, lis net.Listener, target string, dial ...grpc.DialOption) *grpc.ClientConn {
+func serveHealth(t *testing.T, gs *grpc.Server, svc healthpb.HealthServer, lis net.Listener, target string, dial ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	healthpb.RegisterHealthServer(gs, svc)
 	served := make(chan struct{})

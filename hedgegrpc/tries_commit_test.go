@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
@@ -50,31 +49,12 @@ func TestCommitOnHeadersAcrossTries(t *testing.T) {
 }
 
 func testCommitOnHeadersAcrossTries(t *testing.T, fixed bool) {
-	lis := bufconn.Listen(1 << 16)
-	gs := grpc.NewServer()
 	srv := &alwaysDown{}
-	healthpb.RegisterHealthServer(gs, srv)
-	go gs.Serve(lis)
-	defer gs.Stop()
-
 	p := hedgegrpc.HedgingPolicy{MaxAttempts: 2, Delay: hedge.Fixed(time.Hour)}
 	if fixed {
 		p.Delay, p.HedgingDelay = nil, time.Hour
 	}
-	hedging, err := hedgegrpc.New(hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{"grpc.health.v1.Health/Check": p}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const target = "passthrough:///bufconn"
-	conn, err := grpc.NewClient(target, append(hedging.DialOptions(target),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(hedgegrpc.CommitOnHeaders()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := healthpb.NewHealthClient(conn)
+	client := hedgedHealth(t, srv, p, grpc.WithStatsHandler(hedgegrpc.CommitOnHeaders()))
 
 	ctx := context.Background()
 	try := hedge.Tries(ctx, nil, func(ctx context.Context) (*healthpb.HealthCheckResponse, error) {
@@ -117,26 +97,8 @@ func (s *slowAfterDown) Check(ctx context.Context, _ *healthpb.HealthCheckReques
 // primary.
 func TestFixedDelayHandsOverInALaterTry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lis := bufconn.Listen(1 << 16)
-		gs := grpc.NewServer()
 		srv := &slowAfterDown{}
-		healthpb.RegisterHealthServer(gs, srv)
-		go gs.Serve(lis)
-		defer gs.Stop()
-		p := hedgegrpc.HedgingPolicy{MaxAttempts: 2, HedgingDelay: time.Hour}
-		hedging, err := hedgegrpc.New(hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{"grpc.health.v1.Health/Check": p}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		const target = "passthrough:///bufconn"
-		conn, err := grpc.NewClient(target, append(hedging.DialOptions(target),
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		client := healthpb.NewHealthClient(conn)
+		client := hedgedHealth(t, srv, hedgegrpc.HedgingPolicy{MaxAttempts: 2, HedgingDelay: time.Hour})
 		try := hedge.Tries(context.Background(), nil, func(ctx context.Context) (*healthpb.HealthCheckResponse, error) {
 			return client.Check(ctx, &healthpb.HealthCheckRequest{})
 		}, nil)
@@ -151,4 +113,19 @@ func TestFixedDelayHandsOverInALaterTry(t *testing.T) {
 			t.Errorf("the server got %d calls, want 3: the first try's, the second's primary and its hedge", got)
 		}
 	})
+}
+
+// hedgedHealth serves svc over bufconn and returns a client whose Check is
+// hedged under p, dialled with dial's options too.
+func hedgedHealth(t *testing.T, svc healthpb.HealthServer, p hedgegrpc.HedgingPolicy, dial ...grpc.DialOption) healthpb.HealthClient {
+	t.Helper()
+	hedging, err := hedgegrpc.New(hedgegrpc.Config{Methods: map[string]hedgegrpc.HedgingPolicy{"grpc.health.v1.Health/Check": p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := bufconn.Listen(1 << 16)
+	const target = "passthrough:///bufconn"
+	dial = append(append(hedging.DialOptions(target),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })), dial...)
+	return healthpb.NewHealthClient(serveHealth(t, grpc.NewServer(), svc, lis, target, dial...))
 }
