@@ -32,11 +32,7 @@ import (
 // then dropped, while the commit had cancelled the primary: the call
 // failed with the primary's CANCELLED.
 func TestStartAfterCommit(t *testing.T) {
-	for _, kind := range unaryKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { testStartAfterCommit(t, kind.fixed) })
-		})
-	}
+	eachUnaryKind(t, testStartAfterCommit)
 }
 
 func testStartAfterCommit(t *testing.T, fixed bool) {
@@ -78,11 +74,7 @@ func testStartAfterCommit(t *testing.T, fixed bool) {
 // hedge.Do dropped the hedge: the call failed with the primary's
 // CANCELLED.
 func TestHeadersAfterTie(t *testing.T) {
-	for _, kind := range unaryKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { testHeadersAfterTie(t, kind.fixed) })
-		})
-	}
+	eachUnaryKind(t, testHeadersAfterTie)
 }
 
 func testHeadersAfterTie(t *testing.T, fixed bool) {

@@ -44,6 +44,16 @@ var unaryKinds = []struct {
 	fixed bool
 }{{"Delay", false}, {"hedgingDelay", true}}
 
+// eachUnaryKind runs test in a synctest bubble of its own for each of
+// unaryKinds, as a subtest named after it.
+func eachUnaryKind(t *testing.T, test func(t *testing.T, fixed bool)) {
+	for _, kind := range unaryKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { test(t, kind.fixed) })
+		})
+	}
+}
+
 // answers is a Check that answers after d, with SERVING from the primary
 // and NOT_SERVING from a hedge, so that a test tells them apart.
 func answers(d time.Duration) func(context.Context, string) (*healthpb.HealthCheckResponse, error) {

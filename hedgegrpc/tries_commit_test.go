@@ -41,11 +41,7 @@ func (s *alwaysDown) Check(context.Context, *healthpb.HealthCheckRequest) (*heal
 // every try sends one call, which fails with the server's UNAVAILABLE,
 // the last as the first.
 func TestCommitOnHeadersAcrossTries(t *testing.T) {
-	for _, kind := range unaryKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { testCommitOnHeadersAcrossTries(t, kind.fixed) })
-		})
-	}
+	eachUnaryKind(t, testCommitOnHeadersAcrossTries)
 }
 
 func testCommitOnHeadersAcrossTries(t *testing.T, fixed bool) {
