@@ -66,6 +66,9 @@ type peerSetup struct {
 	rt   func(base http.RoundTripper) (http.RoundTripper, error)
 }
 
+// peerSetups are the rows. "hedgehttp, static 10ms" sends hedgedhttp's
+// plan through hedgehttp, which tells what the mechanism costs from what
+// the learned plan does.
 var peerSetups = []peerSetup{
 	{"no hedging", func(base http.RoundTripper) (http.RoundTripper, error) { return base, nil }},
 	{"hedgedhttp, static 10ms", func(base http.RoundTripper) (http.RoundTripper, error) {
@@ -73,6 +76,9 @@ var peerSetups = []peerSetup{
 	}},
 	{"&hedgehttp.Transport{}", func(base http.RoundTripper) (http.RoundTripper, error) {
 		return &hedgehttp.Transport{Base: base}, nil
+	}},
+	{"hedgehttp, static 10ms", func(base http.RoundTripper) (http.RoundTripper, error) {
+		return &hedgehttp.Transport{Base: base, Delay: hedge.Fixed(10 * time.Millisecond), MaxAttempts: 2}, nil
 	}},
 	{"Percentile{0.9} + 3 budgets", func(base http.RoundTripper) (http.RoundTripper, error) {
 		win := &hedge.WinRateBudget{Key: hedgehttp.Route}
