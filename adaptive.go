@@ -48,13 +48,17 @@ func Auto[T any]() Policy[T] {
 //     and hedges win as often as planned, it may spend up to 1.25 × Load
 //     on an earlier hedge (no earlier than 0.8 × its delay), until the
 //     plans spend about Load. It replans every 250 primaries.
-//   - A watch on the plan: while most recent primaries are slower than
-//     the plan expects (queues grow), while calls come a quarter faster
-//     than they did (an overload may be on its way), or while the plans
-//     drift and fewer than half of the hedges win, it sends no hedge; when the
-//     latencies stay away from the plan's picture, it forgets and plans
-//     afresh. It hedges only once 250 primaries in a row have matched its
-//     plan. A tail that has gone does not linger in its plans.
+//   - A watch on the plan: a call that starts while most recent
+//     primaries are slower than the plan expects (queues grow), or while
+//     calls come a quarter faster than they did (an overload may be on
+//     its way), gets no hedge; while the plans drift and fewer than half
+//     of the hedges win, no first hedge is sent. (A hedge of a call that
+//     started before the watch saw a change still goes out: refusing
+//     those too helps as often as it harms in the lab's step overloads.)
+//     When the latencies stay away from the plan's picture, it forgets
+//     and plans afresh. It hedges only once 250 primaries in a row have
+//     matched its plan. A tail that has gone does not linger in its
+//     plans.
 //   - A hard bound: over any n consecutive calls of the key, extra
 //     attempts (hedges, and retries of failed attempts) never exceed
 //     Load × n plus what it saved up: each call saves Load of an attempt
