@@ -163,6 +163,8 @@ func (c *call) closeBody() {
 // response, an outcome and an attempt took it to 480
 // (TestResultIsOneWord).
 
+// outcome is hedge.Do's classifier: the attempt's own, taken on its
+// goroutine.
 func outcome(a *attempt, _ error) hedge.Outcome {
 	if a == nil {
 		return hedge.Terminal // run always returns its attempt
@@ -170,6 +172,8 @@ func outcome(a *attempt, _ error) hedge.Outcome {
 	return hedge.Outcome(a.outcome)
 }
 
+// discard hands back the response of an attempt whose answer RoundTrip
+// does not return.
 func discard(a *attempt) { release(a.resp) }
 
 // answer records resp and o as what a brings back to hedge.Do, and
