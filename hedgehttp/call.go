@@ -3,6 +3,7 @@ package hedgehttp
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -57,9 +58,6 @@ type call struct {
 	// Guarded by mu, and read only while the call is not over: the
 	// refusal the call holds (see refusal.go).
 	refused *http.Response
-
-	// Ties (see tie.go): the trace the caller's request carries, if any.
-	outer *httptrace.ClientTrace
 }
 
 type callKey struct{}
@@ -106,7 +104,6 @@ func Route(ctx context.Context) string {
 func newCall(t *Transport, req *http.Request) *call {
 	c := &call{Context: req.Context(), t: t, hasBody: req.Body != nil && req.Body != http.NoBody}
 	if t.ties {
-		c.outer = httptrace.ContextClientTrace(c.Context)
 		c.askedTie = len(req.Header[TieHeader]) > 0
 	}
 	a := &c.primary
@@ -158,18 +155,37 @@ func (c *call) closeBody() {
 	}
 }
 
-// result is what one attempt brings back to hedge.Do: the response and
+// An attempt is also what it brings back to hedge.Do: its response and
 // its outcome, classified on the attempt's goroutine, where the request's
-// context is at hand.
-type result struct {
-	resp *http.Response
-	o    hedge.Outcome
-	a    *attempt // the attempt that sent it
+// context is at hand, are fields of its own (see answer). hedge.Do's
+// state holds a copy of the value it returns: one word fits that state
+// in the allocator's size class of 448 bytes, where the three words of a
+// response, an outcome and an attempt took it to 480
+// (TestResultIsOneWord).
+
+// outcome is hedge.Do's classifier: the attempt's own, taken on its
+// goroutine.
+func outcome(a *attempt, _ error) hedge.Outcome {
+	if a == nil {
+		return hedge.Terminal // run always returns its attempt
+	}
+	return hedge.Outcome(a.outcome)
 }
 
-func outcome(r result, _ error) hedge.Outcome { return r.o }
+// discard hands back the response of an attempt whose answer RoundTrip
+// does not return.
+func discard(a *attempt) { release(a.resp) }
 
-func discard(r result) { release(r.resp) }
+// answer records resp and o as what a brings back to hedge.Do, and
+// returns a. An outcome outside int8's range is one hedge.Do treats as
+// Terminal, and stays one.
+func (a *attempt) answer(resp *http.Response, o hedge.Outcome) *attempt {
+	if o < math.MinInt8 || o > math.MaxInt8 {
+		o = hedge.Terminal
+	}
+	a.resp, a.outcome = resp, int8(o)
+	return a
+}
 
 // run is the function hedge.Do races. A plain function rather than a
 // closure over the call: the call travels in the context. It grows the
@@ -184,7 +200,7 @@ func discard(r result) { release(r.resp) }
 // in another attempt ends the call without the cancellation that reaches
 // the requests when an answer ends it: that attempt cancels them then
 // (see beside).
-func run(ctx context.Context) (result, error) {
+func run(ctx context.Context) (*attempt, error) {
 	c := callOf(ctx)
 	if c.t.inline {
 		return c.beside(ctx)
@@ -205,7 +221,7 @@ func run(ctx context.Context) (result, error) {
 // requests still waiting are cancelled here, as an answer would cancel
 // them, so that it does not wait for its server. The primary casts no
 // vote on the stack it runs on (level -1), which is the caller's.
-func (c *call) beside(ctx context.Context) (r result, err error) {
+func (c *call) beside(ctx context.Context) (a *attempt, err error) {
 	ok := false
 	defer func() {
 		if !ok {
@@ -219,9 +235,9 @@ func (c *call) beside(ctx context.Context) (r result, err error) {
 			growStack(level)
 		}
 	}
-	r, err = c.do(ctx, level)
+	a, err = c.do(ctx, level)
 	ok = true
-	return r, err
+	return a, err
 }
 
 // attempt holds what one attempt owns, in one allocation; the primary's
@@ -239,7 +255,8 @@ type attempt struct {
 	context.Context // the call
 
 	body body
-	req  *http.Request // what it sends: the call's req for the primary, a hedge's own copy
+	req  *http.Request  // what it sends: the call's req for the primary, a hedge's own copy
+	resp *http.Response // what it brings back to hedge.Do, with outcome (see answer)
 	// Guarded by the call's mu: the call's next attempt, whether the
 	// attempt may yet be sent or waits for its response's header, and
 	// whether it counts in the call's live. Ties (see tie.go): whether a
@@ -252,6 +269,7 @@ type attempt struct {
 	tied      bool
 	answering bool
 	heard     bool
+	outcome   int8 // resp's hedge.Outcome, in a byte the flags leave
 	// Set before the attempt's request context is made: whether the
 	// attempt is a hedge, whose values are hctx's, and whether its
 	// request context hands Base trace (see tie.go); when not, Base
@@ -292,7 +310,7 @@ type hedgeAttempt struct {
 // the attempt when it loses, but only while it waits for the response's
 // header. From then on, the body is Discard's (a loser) or the caller's
 // (the winner) to close.
-func (c *call) do(hctx context.Context, level int32) (result, error) {
+func (c *call) do(hctx context.Context, level int32) (*attempt, error) {
 	k := hedge.Attempt(hctx)
 	a := &c.primary
 	if k > 0 {
@@ -306,7 +324,7 @@ func (c *call) do(hctx context.Context, level int32) (result, error) {
 		}
 		// The call has ended, or a response has ended it: send nothing.
 		<-hctx.Done() // see below
-		return result{o: hedge.Terminal, a: a}, context.Canceled
+		return a.answer(nil, hedge.Terminal), context.Canceled
 	}
 	mark := stackMark()
 	resp, err := c.send(a, k)
@@ -345,7 +363,7 @@ func (c *call) do(hctx context.Context, level int32) (result, error) {
 		// Out of the race, as if it had never been sent: hedge.Do drops
 		// this result and hands resp to Discard. It must not end the
 		// call, which goes on with the attempt that started.
-		return result{resp, hedge.Failed, a}, err
+		return a.answer(resp, hedge.Failed), err
 	}
 	if err != nil && c.Err() != nil {
 		// The caller gave up, and the transport said so in its own words
@@ -353,7 +371,7 @@ func (c *call) do(hctx context.Context, level int32) (result, error) {
 		// reaches hedge.Do, through the caller's context or as this
 		// result, the call's answer is the caller's cause, and no other
 		// attempt could change it.
-		return result{o: hedge.Terminal}, context.Cause(c.Context)
+		return a.answer(nil, hedge.Terminal), context.Cause(c.Context)
 	}
 	o := c.classify(resp, err)
 	refusal := false
@@ -370,7 +388,7 @@ func (c *call) do(hctx context.Context, level int32) (result, error) {
 	// they leave the server at the decision, not once RoundTrip has
 	// returned.
 	c.cancelLosers(a)
-	return result{resp, o, a}, err
+	return a.answer(resp, o), err
 }
 
 // nothingFrom is the error of an attempt whose Base returned neither a

@@ -19,12 +19,12 @@ func TestHookLayout(t *testing.T) {
 	}
 	var heard []string
 	attemptOf := func(name string) *attempt {
-		c := &call{Context: context.Background(), outer: &httptrace.ClientTrace{
+		c := &call{Context: httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 			Got1xxResponse: func(int, textproto.MIMEHeader) error {
 				heard = append(heard, name)
 				return nil
 			},
-		}}
+		})}
 		a := &attempt{hctx: c}
 		a.trace.Got1xxResponse = a.got1xxHook()
 		return a

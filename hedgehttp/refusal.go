@@ -34,7 +34,7 @@ var errHeldBack = errors.New("hedgehttp: held back")
 
 // fail takes in attempt a's failure, a Retryable or Failed outcome, or,
 // if refusal, its refusal, and returns what hedge.Do gets for it.
-func (c *call) fail(a *attempt, resp *http.Response, o hedge.Outcome, err error, refusal bool) (result, error) {
+func (c *call) fail(a *attempt, resp *http.Response, o hedge.Outcome, err error, refusal bool) (*attempt, error) {
 	c.mu.Lock()
 	c.unlive(a)
 	// Whatever becomes of it, this answer ends the call only here: a tie
@@ -52,7 +52,7 @@ func (c *call) fail(a *attempt, resp *http.Response, o hedge.Outcome, err error,
 		// A start reported just now tied a: out of the race, its answer
 		// ends nothing, and the call holds no refusal of its.
 		c.mu.Unlock()
-		return result{resp, hedge.Failed, a}, err
+		return a.answer(resp, hedge.Failed), err
 	case c.over:
 		// Another answer has ended the call: this one reaches hedge.Do
 		// as a loser's, and starts nothing.
@@ -60,20 +60,20 @@ func (c *call) fail(a *attempt, resp *http.Response, o hedge.Outcome, err error,
 		if refusal {
 			o = hedge.Failed
 		}
-		return result{resp, o, a}, err
+		return a.answer(resp, o), err
 	case c.refused == nil && !refusal:
 		c.mu.Unlock()
-		return result{resp, o, a}, err
+		return a.answer(resp, o), err
 	case c.refused == nil && c.live == 0:
 		// Nothing else in flight: the refusal is the answer, now.
 		c.over = true
 		c.mu.Unlock()
 		c.cancelLosers(a)
-		return result{resp, hedge.Terminal, a}, nil
+		return a.answer(resp, hedge.Terminal), nil
 	case c.refused == nil:
 		c.refused = resp
 		c.mu.Unlock()
-		return result{o: hedge.Failed}, errRefused
+		return a.answer(nil, hedge.Failed), errRefused
 	}
 	c.mu.Unlock()
 	if resp != nil {
@@ -86,7 +86,7 @@ func (c *call) fail(a *attempt, resp *http.Response, o hedge.Outcome, err error,
 // gave way to it, gets hedge.Do: errRefused, Terminal if no attempt is
 // left in flight. A tied attempt is never the last: hedge.Do drops its
 // result, and the attempt that started answers for the call.
-func (c *call) stopped(a *attempt) (result, error) {
+func (c *call) stopped(a *attempt) (*attempt, error) {
 	var cancels [hedge.MaxAttemptsLimit]context.CancelFunc
 	c.mu.Lock()
 	c.unlive(a)
@@ -98,9 +98,9 @@ func (c *call) stopped(a *attempt) (result, error) {
 	cancelAll(cancels[:n])
 	if last {
 		c.cancelLosers(nil)
-		return result{o: hedge.Terminal}, errRefused
+		return a.answer(nil, hedge.Terminal), errRefused
 	}
-	return result{o: hedge.Failed}, errRefused
+	return a.answer(nil, hedge.Failed), errRefused
 }
 
 // unlive stops counting a in flight. Called with c.mu held.

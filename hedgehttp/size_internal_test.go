@@ -1,6 +1,7 @@
 package hedgehttp
 
 import (
+	"reflect"
 	"testing"
 	"unsafe"
 )
@@ -13,5 +14,15 @@ import (
 func TestCallFitsItsSizeClass(t *testing.T) {
 	if size := unsafe.Sizeof(call{}); size > 768-8 {
 		t.Errorf("a call takes %d bytes, want at most %d", size, 768-8)
+	}
+}
+
+// hedge.Do's state holds a copy of the value run returns: of one word, it
+// fits the allocator's size class of 448 bytes (the core's
+// TestCallFitsSizeClass448), where the three words of a response, an
+// outcome and an attempt took it to 480 on every hedged request.
+func TestResultIsOneWord(t *testing.T) {
+	if size, word := reflect.TypeOf(run).Out(0).Size(), unsafe.Sizeof(uintptr(0)); size > word {
+		t.Errorf("run returns %d bytes to hedge.Do, want at most one word (%d)", size, word)
 	}
 }

@@ -73,8 +73,8 @@ func (c *call) tie(a *attempt) {
 	if !c.t.ties || traceKey == nil {
 		return
 	}
-	if c.outer != nil {
-		a.trace = *c.outer
+	if outer := httptrace.ContextClientTrace(c.Context); outer != nil {
+		a.trace = *outer
 	}
 	a.trace.Got1xxResponse = a.got1xxHook()
 	a.traced = true
@@ -94,8 +94,8 @@ func (a *attempt) got1xx(code int, h textproto.MIMEHeader) error {
 			return nil
 		}
 	}
-	if c.outer != nil && c.outer.Got1xxResponse != nil {
-		return c.outer.Got1xxResponse(code, h)
+	if outer := httptrace.ContextClientTrace(c.Context); outer != nil && outer.Got1xxResponse != nil {
+		return outer.Got1xxResponse(code, h)
 	}
 	return nil
 }

@@ -190,15 +190,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	c := newCall(t, req)
-	var r result
+	var a *attempt // the attempt whose answer RoundTrip returns
 	// Deferred, so that a panic of Classify, Delay or Budget cancels the
 	// attempts too.
-	defer func() { c.end(r.a) }()
+	defer func() { c.end(a) }()
 	if t.err != nil {
 		return nil, t.err
 	}
 	c.route = t.routes.of(req)
-	p := hedge.Policy[result]{
+	p := hedge.Policy[*attempt]{
 		Delay:       t.delay,
 		MaxAttempts: t.maxAttempts,
 		Budget:      c.route.budget,
@@ -207,14 +207,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Observer:    c.observer(),
 		Inline:      t.inline,
 	}
-	r, err := hedge.Do(c, p, run)
+	a, err := hedge.Do(c, p, run)
 	if err == errRefused {
 		return c.takeRefused(), nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return r.resp, nil
+	return a.resp, nil
 }
 
 // CloseIdleConnections closes Base's idle connections, if Base can, so
