@@ -44,8 +44,9 @@ func (f floor) RoundTrip(req *http.Request) (*http.Response, error) {
 // layers runs req, read to the end and closed, through each layer over a
 // RoundTripper of its own from base: base itself, the floor, hedgedhttp
 // and hedgehttp, the zero value's delay (learned per route: it hedges the
-// calls slower than the route's p95, and never sooner than 1 ms) and
-// hedgedhttp's (an hour: it never hedges). hedgehttp's row reports the
+// calls slower than the route's p95, and never sooner than 1 ms), the
+// same with the first attempt sent from the caller's goroutine (Inline),
+// and hedgedhttp's (an hour: it never hedges). hedgehttp's row reports the
 // hedges it sent per request.
 func layers(b *testing.B, req *http.Request, base func(*testing.B) http.RoundTripper) {
 	roundTrip := func(b *testing.B, rt http.RoundTripper) {
@@ -76,6 +77,9 @@ func layers(b *testing.B, req *http.Request, base func(*testing.B) http.RoundTri
 			hedged += s.Hedged
 		}
 		b.ReportMetric(float64(hedged)/float64(b.N), "hedges/op")
+	})
+	b.Run("hedgehttp-inline", func(b *testing.B) {
+		roundTrip(b, &hedgehttp.Transport{Base: base(b), Inline: true})
 	})
 	b.Run("hedgehttp-fixed", func(b *testing.B) {
 		roundTrip(b, &hedgehttp.Transport{Base: base(b), MaxAttempts: 2, Delay: hedge.Fixed(time.Hour)})

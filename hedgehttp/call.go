@@ -192,9 +192,9 @@ func (a *attempt) answer(resp *http.Response, o hedge.Outcome) *attempt {
 // attempt's stack first if Base needs it to (see stack.go), while the
 // frames beneath are few.
 //
-// When the Transport's hedges are its own (no Delay and no Budget, whose
-// hooks could fail on another goroutine), the primary runs on the
-// caller's goroutine (hedge.Policy.Inline), whose stack has grown
+// With Inline (and so no Delay and no Budget, whose hooks could fail on
+// another goroutine), the primary runs on the caller's goroutine
+// (hedge.Policy.Inline), whose stack has grown
 // already and is the caller's business. hedge.Do then returns only once
 // the attempt on that goroutine has, and a Base or a Classify that fails
 // in another attempt ends the call without the cancellation that reaches

@@ -109,23 +109,24 @@ func TestLoserReachesDoAfterTheWinner(t *testing.T) {
 // When the call ends in a panic (here the classifier's, on the hedge's
 // response), the attempt still waiting for its header is cancelled.
 func TestLoserCancelledWhenTheCallPanics(t *testing.T) {
-	// The zero Delay runs the primary on the caller's goroutine, where
-	// hedge.Do waits for it before it re-raises the hedge's panic: the
-	// hedge cancels it. A fixed one runs it on a goroutine of its own.
-	delays := []struct {
-		name  string
-		delay hedge.Delay
-	}{{"the routes' own", nil}, {"fixed", hedge.Fixed(10 * ms)}}
-	for _, d := range delays {
+	// Inline runs the primary on the caller's goroutine, where hedge.Do
+	// waits for it before it re-raises the hedge's panic: the hedge
+	// cancels it. Without it, the primary runs on a goroutine of its own.
+	setups := []struct {
+		name   string
+		inline bool
+		delay  hedge.Delay
+	}{{"inline", true, nil}, {"the routes' own delay", false, nil}, {"fixed delay", false, hedge.Fixed(10 * ms)}}
+	for _, d := range setups {
 		for _, where := range []string{"Classify", "Base"} {
-			t.Run(d.name+" delay, "+where+" panics", func(t *testing.T) {
-				loserCancelledWhenTheCallPanics(t, d.delay, where)
+			t.Run(d.name+", "+where+" panics", func(t *testing.T) {
+				loserCancelledWhenTheCallPanics(t, d.inline, d.delay, where)
 			})
 		}
 	}
 }
 
-func loserCancelledWhenTheCallPanics(t *testing.T, delay hedge.Delay, where string) {
+func loserCancelledWhenTheCallPanics(t *testing.T, inline bool, delay hedge.Delay, where string) {
 	synctest.Test(t, func(t *testing.T) {
 		lost := make(chan error, 1)
 		// armed: the call that panics; before it, the learned delay warms
@@ -158,7 +159,7 @@ func loserCancelledWhenTheCallPanics(t *testing.T, delay hedge.Delay, where stri
 			}
 			return hedgehttp.Classify(resp, err)
 		}
-		tr := &hedgehttp.Transport{Base: base, Delay: delay, Classify: classify}
+		tr := &hedgehttp.Transport{Base: base, Inline: inline, Delay: delay, Classify: classify}
 		for range 1000 {
 			resp, err := tr.RoundTrip(get(t, "http://upstream.test/"))
 			if err != nil {

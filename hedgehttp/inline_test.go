@@ -30,20 +30,26 @@ func (s *sentFrom) RoundTrip(r *http.Request) (*http.Response, error) {
 	return s.RoundTripper.RoundTrip(r)
 }
 
-// The zero Transport sends the first attempt from the caller's goroutine;
-// one with a Delay of the user's, whose hooks could fail elsewhere while
-// it runs, from a goroutine of its own.
+// Inline sends the first attempt from the caller's goroutine; the zero
+// Transport, and one with a Delay, from a goroutine of its own, so that a
+// hedge that wins answers without waiting for the first attempt to
+// return from its cancellation.
 func TestPrimarySentFromTheCallersGoroutine(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
 	defer srv.Close()
 	for _, tt := range []struct {
-		name  string
-		delay hedge.Delay
-		here  bool
-	}{{"zero Transport", nil, true}, {"a Delay set", hedge.Fixed(hedge.DefaultDelay), false}} {
+		name   string
+		inline bool
+		delay  hedge.Delay
+		here   bool
+	}{
+		{"zero Transport", false, nil, false},
+		{"Inline", true, nil, true},
+		{"a Delay set", false, hedge.Fixed(hedge.DefaultDelay), false},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			base := &sentFrom{RoundTripper: srv.Client().Transport}
-			c := &http.Client{Transport: &hedgehttp.Transport{Base: base, Delay: tt.delay}}
+			c := &http.Client{Transport: &hedgehttp.Transport{Base: base, Inline: tt.inline, Delay: tt.delay}}
 			resp, err := c.Get(srv.URL)
 			if err != nil {
 				t.Fatal(err)

@@ -403,6 +403,8 @@ func TestInvalidSettings(t *testing.T) {
 		{"negative MaxAttempts", &hedgehttp.Transport{MaxAttempts: -1}, "Transport.MaxAttempts -1"},
 		{"Budget out of range", &hedgehttp.Transport{Budget: &hedge.RatioBudget{Ratio: -1}}, "RatioBudget.Ratio -1"},
 		{"negative MaxRoutes", &hedgehttp.Transport{MaxRoutes: -1}, "Transport.MaxRoutes -1"},
+		{"Inline with a Delay", &hedgehttp.Transport{Inline: true, Delay: hedge.Fixed(ms)}, "Transport.Inline"},
+		{"Inline with a Budget", &hedgehttp.Transport{Inline: true, Budget: &hedge.RatioBudget{}}, "Transport.Inline"},
 		{"bad pattern", &hedgehttp.Transport{Routes: []string{"GET /{"}}, `Transport.Routes[0] "GET /{"`},
 		{"conflicting patterns", &hedgehttp.Transport{Routes: []string{"GET /a", "GET /a"}}, `Transport.Routes[1] "GET /a"`},
 	} {
@@ -436,6 +438,7 @@ func TestInvalidSettings(t *testing.T) {
 func TestValidSettings(t *testing.T) {
 	for name, tr := range map[string]*hedgehttp.Transport{
 		"zero":      {},
+		"inline":    {Inline: true},
 		"budgeted":  {Routes: []string{"GET /users/{id}"}, MaxAttempts: 3, Budget: hedge.AllOf(&hedge.RatioBudget{}, &hedge.Breaker{Key: hedgehttp.Route})},
 		"fixed":     {Delay: hedge.Fixed(-1), MaxAttempts: 2},
 		"one hedge": {MaxAttempts: 2}, // the routes' plans send one hedge at most

@@ -11,7 +11,8 @@ import (
 // request: a pattern of Routes that http.ServeMux rejects, a negative
 // MaxRoutes, a MaxAttempts out of range, a Delay or a Budget of the hedge
 // package whose settings are (as hedge.Policy.Validate finds them, a
-// MaxAttempts that would cut a hedge.Adaptive's plans included). The
+// MaxAttempts that would cut a hedge.Adaptive's plans included), Inline
+// with a Delay or a Budget. The
 // error wraps hedge.ErrInvalidPolicy and names the field. It is nil for
 // the zero Transport.
 //
@@ -26,6 +27,8 @@ func (t *Transport) Validate() error {
 // MaxRoutes are checked as the routes are made.
 func (t *Transport) check() error {
 	switch {
+	case t.Inline && (t.Delay != nil || t.Budget != nil):
+		return fmt.Errorf("%w: Transport.Inline needs Delay and Budget nil", hedge.ErrInvalidPolicy)
 	case t.MaxAttempts < 0:
 		return fmt.Errorf("%w: Transport.MaxAttempts %d is negative", hedge.ErrInvalidPolicy, t.MaxAttempts)
 	case t.MaxAttempts > hedge.MaxAttemptsLimit:
