@@ -190,6 +190,21 @@ func TestPeerEvaluation(t *testing.T) {
 		r.p50, r.p95, r.p99 = lab.NearestRank(s, 0.5), lab.NearestRank(s, 0.95), lab.NearestRank(s, 0.99)
 		fmt.Fprintf(&b, "%-36s %8s %8s %8s %7.1f%%\n", r.name, peerMS(r.p50), peerMS(r.p95), peerMS(r.p99), 100*r.extra())
 	}
+	// Past p99, where a setup's tail is made: requests slower than a
+	// hedged straggler, and, for hedgehttp's rows, the hedges their
+	// budgets refused.
+	fmt.Fprintf(&b, "\n%-36s %8s %8s %8s %8s\n", "requests slower than", "20ms", "25ms", "40ms", "refused")
+	for i, r := range rows {
+		refused := "-"
+		if tr, ok := clients[i].Transport.(*hedgehttp.Transport); ok {
+			var n int64
+			for _, s := range tr.Stats() {
+				n += s.BudgetRefusals
+			}
+			refused = strconv.FormatInt(n, 10)
+		}
+		fmt.Fprintf(&b, "%-36s %8d %8d %8d %8s\n", r.name, slower(r.lat, 20), slower(r.lat, 25), slower(r.lat, 40), refused)
+	}
 	t.Log("\n" + b.String())
 
 	// What must hold whatever the machine's load: every request answered,
@@ -204,6 +219,17 @@ func TestPeerEvaluation(t *testing.T) {
 			t.Errorf("%s: %d requests, %d failed, %d reached the server", r.name, len(r.lat), r.failed, r.hits)
 		}
 	}
+}
+
+// slower counts the latencies in lat longer than ms milliseconds.
+func slower(lat []time.Duration, ms int) int {
+	n := 0
+	for _, l := range lat {
+		if l > time.Duration(ms)*time.Millisecond {
+			n++
+		}
+	}
+	return n
 }
 
 // peerRound sends n GET requests of setup row through client from
