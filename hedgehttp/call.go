@@ -173,8 +173,13 @@ func outcome(a *attempt, _ error) hedge.Outcome {
 }
 
 // discard hands back the response of an attempt whose answer RoundTrip
-// does not return.
-func discard(a *attempt) { release(a.resp) }
+// does not return, and forgets it: the attempt lives as long as its call,
+// which the winner's response keeps while the caller holds it.
+func discard(a *attempt) {
+	resp := a.resp
+	a.resp = nil
+	release(resp)
+}
 
 // answer records resp and o as what a brings back to hedge.Do, and
 // returns a. An outcome outside int8's range is one hedge.Do treats as

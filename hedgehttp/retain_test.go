@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
@@ -54,6 +56,52 @@ func TestBodyReadToTheEndReleasesTheCall(t *testing.T) {
 				if ctx.Err() == nil {
 					t.Fatalf("call %d: the attempt's context is live once its body was read to the end", i)
 				}
+			}
+		})
+	}
+}
+
+// The responses RoundTrip does not return are the caller's to forget: a
+// superseded one, handed back to Discard, is not kept alive by the
+// winner's response, which keeps its call alive while the caller holds
+// it (its body is the attempt's).
+func TestWinnerRetainsNoSupersededResponse(t *testing.T) {
+	for _, p := range protos {
+		t.Run(p.name, func(t *testing.T) {
+			url, base := p.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if attemptOf(r) == 0 {
+					http.Error(w, "busy", http.StatusServiceUnavailable) // retried at once
+					return
+				}
+				fmt.Fprint(w, "ok")
+			}))
+			var superseded weak.Pointer[http.Response]
+			tr := &hedgehttp.Transport{
+				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					resp, err := base.RoundTrip(r)
+					if err == nil && attemptOf(r) == 0 {
+						superseded = weak.Make(resp)
+					}
+					return resp, err
+				}),
+				Delay:         hedge.Fixed(time.Hour),
+				AttemptHeader: attemptHeader,
+			}
+			resp, err := tr.RoundTrip(get(t, url))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d, want 200", resp.StatusCode)
+			}
+			// RoundTrip returns once Discard has had the 503: hedge.Do
+			// waits for the values superseded before its answer.
+			runtime.GC()
+			if superseded.Value() != nil {
+				t.Error("the superseded 503 is still reachable while the caller holds the winner's response")
+			}
+			if got := readAll(t, resp); got != "ok" {
+				t.Errorf("body %q, want ok", got)
 			}
 		})
 	}
