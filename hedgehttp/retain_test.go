@@ -106,3 +106,47 @@ func TestWinnerRetainsNoSupersededResponse(t *testing.T) {
 		})
 	}
 }
+
+// Nor does a loser whose Base is still running keep the winner's response
+// alive once the caller is done with it: the loser keeps its call. Over
+// HTTP/1, whose body does not lead back to its response; an HTTP/2 body
+// does, and the winner's is the caller's.
+func TestLoserRetainsNoWinnersResponse(t *testing.T) {
+	url, base := protos[0].start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if attemptOf(r) == 0 {
+			<-r.Context().Done() // the primary loses
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	lost := make(chan struct{})  // the primary's Base has seen its request end
+	leave := make(chan struct{}) // and may return
+	tr := &hedgehttp.Transport{
+		Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := base.RoundTrip(r)
+			if attemptOf(r) == 0 {
+				close(lost)
+				<-leave
+			}
+			return resp, err
+		}),
+		Delay:         hedge.Fixed(ms),
+		AttemptHeader: attemptHeader,
+	}
+	defer close(leave)
+	won := func() weak.Pointer[http.Response] {
+		resp, err := tr.RoundTrip(get(t, url))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, resp); got != "ok" {
+			t.Fatalf("body %q, want ok", got)
+		}
+		return weak.Make(resp)
+	}()
+	within(t, lost, "the primary's cancellation")
+	runtime.GC()
+	if won.Value() != nil {
+		t.Error("the winner's response is still reachable while the loser's Base runs")
+	}
+}
