@@ -64,4 +64,9 @@ func release(resp *http.Response) {
 		t.Stop()
 	}
 	b.Close()
+	// The body lives in its attempt, which the call keeps while the
+	// caller holds the winner's response, and Base's body can reach its
+	// response (an HTTP/2 stream keeps it): let both go. Nobody reads a
+	// released body again.
+	b.rc = http.NoBody
 }

@@ -173,8 +173,13 @@ func outcome(a *attempt, _ error) hedge.Outcome {
 }
 
 // discard hands back the response of an attempt whose answer RoundTrip
-// does not return.
-func discard(a *attempt) { release(a.resp) }
+// does not return, and forgets it: the attempt lives as long as its call,
+// which the winner's response keeps while the caller holds it.
+func discard(a *attempt) {
+	resp := a.resp
+	a.resp = nil
+	release(resp)
+}
 
 // answer records resp and o as what a brings back to hedge.Do, and
 // returns a. An outcome outside int8's range is one hedge.Do treats as
@@ -255,8 +260,12 @@ type attempt struct {
 	context.Context // the call
 
 	body body
-	req  *http.Request  // what it sends: the call's req for the primary, a hedge's own copy
-	resp *http.Response // what it brings back to hedge.Do, with outcome (see answer)
+	req  *http.Request // what it sends: the call's req for the primary, a hedge's own copy
+	// What it brings back to hedge.Do, with outcome (see answer), until
+	// Discard or RoundTrip takes it. Written on the attempt's goroutine
+	// before run returns, and read after hedge.Do took the result in,
+	// which orders the two.
+	resp *http.Response
 	// Guarded by the call's mu: the call's next attempt, whether the
 	// attempt may yet be sent or waits for its response's header, and
 	// whether it counts in the call's live. Ties (see tie.go): whether a

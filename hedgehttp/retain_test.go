@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
@@ -56,5 +58,95 @@ func TestBodyReadToTheEndReleasesTheCall(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The responses RoundTrip does not return are the caller's to forget: a
+// superseded one, handed back to Discard, is not kept alive by the
+// winner's response, which keeps its call alive while the caller holds
+// it (its body is the attempt's).
+func TestWinnerRetainsNoSupersededResponse(t *testing.T) {
+	for _, p := range protos {
+		t.Run(p.name, func(t *testing.T) {
+			url, base := p.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if attemptOf(r) == 0 {
+					http.Error(w, "busy", http.StatusServiceUnavailable) // retried at once
+					return
+				}
+				fmt.Fprint(w, "ok")
+			}))
+			var superseded weak.Pointer[http.Response]
+			tr := &hedgehttp.Transport{
+				Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					resp, err := base.RoundTrip(r)
+					if err == nil && attemptOf(r) == 0 {
+						superseded = weak.Make(resp)
+					}
+					return resp, err
+				}),
+				Delay:         hedge.Fixed(time.Hour),
+				AttemptHeader: attemptHeader,
+			}
+			resp, err := tr.RoundTrip(get(t, url))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d, want 200", resp.StatusCode)
+			}
+			// RoundTrip returns once Discard has had the 503: hedge.Do
+			// waits for the values superseded before its answer.
+			runtime.GC()
+			if superseded.Value() != nil {
+				t.Error("the superseded 503 is still reachable while the caller holds the winner's response")
+			}
+			if got := readAll(t, resp); got != "ok" {
+				t.Errorf("body %q, want ok", got)
+			}
+		})
+	}
+}
+
+// Nor does a loser whose Base is still running keep the winner's response
+// alive once the caller is done with it: the loser keeps its call. Over
+// HTTP/1, whose body does not lead back to its response; an HTTP/2 body
+// does, and the winner's is the caller's.
+func TestLoserRetainsNoWinnersResponse(t *testing.T) {
+	url, base := protos[0].start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if attemptOf(r) == 0 {
+			<-r.Context().Done() // the primary loses
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	lost := make(chan struct{})  // the primary's Base has seen its request end
+	leave := make(chan struct{}) // and may return
+	tr := &hedgehttp.Transport{
+		Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := base.RoundTrip(r)
+			if attemptOf(r) == 0 {
+				close(lost)
+				<-leave
+			}
+			return resp, err
+		}),
+		Delay:         hedge.Fixed(ms),
+		AttemptHeader: attemptHeader,
+	}
+	defer close(leave)
+	won := func() weak.Pointer[http.Response] {
+		resp, err := tr.RoundTrip(get(t, url))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, resp); got != "ok" {
+			t.Fatalf("body %q, want ok", got)
+		}
+		return weak.Make(resp)
+	}()
+	within(t, lost, "the primary's cancellation")
+	runtime.GC()
+	if won.Value() != nil {
+		t.Error("the winner's response is still reachable while the loser's Base runs")
 	}
 }

@@ -226,7 +226,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.resp, nil
+	// The response is the caller's now: the attempt lives as long as its
+	// call, which a loser whose Base still runs keeps.
+	resp := a.resp
+	a.resp = nil
+	return resp, nil
 }
 
 // CloseIdleConnections closes Base's idle connections, if Base can, so
