@@ -1,10 +1,14 @@
 package hedgehttp_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
@@ -62,6 +66,75 @@ func TestPrimarySentFromTheCallersGoroutine(t *testing.T) {
 				t.Errorf("the first attempt sent from goroutine %d; from the caller's (%d): %v, want %v",
 					first, goid.Current(), first == goid.Current(), tt.here)
 			}
+		})
+	}
+}
+
+// A request that a hedge wins returns from the zero Transport as the
+// hedge answers, while its first attempt still unwinds from its
+// cancellation; with Inline, whose first attempt runs on the caller's
+// goroutine, only once that attempt's RoundTrip has returned.
+func TestHedgeWinWaitsForTheFirstAttemptOnlyInline(t *testing.T) {
+	const unwind = 30 * ms
+	for _, tt := range []struct {
+		name   string
+		inline bool
+		want   time.Duration
+	}{{"zero Transport", false, 0}, {"Inline", true, unwind}} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// armed: the measured request; before it, the route's
+				// learned delay warms up on an upstream whose every tenth
+				// first attempt is slow, which hedges cut.
+				var armed atomic.Bool
+				var calls atomic.Int32
+				answered := make(chan time.Time, 1) // when the measured request's hedge answered
+				base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					first := hedge.Attempt(r.Context()) == 0
+					if first && (armed.Load() || calls.Add(1)%10 == 0) {
+						select {
+						case <-time.After(50 * ms):
+						case <-r.Context().Done():
+							if armed.Load() {
+								time.Sleep(unwind) // a transport slow to return once cancelled
+							}
+							return nil, context.Cause(r.Context())
+						}
+					} else {
+						time.Sleep(ms)
+					}
+					if !first && armed.Load() {
+						answered <- time.Now()
+					}
+					resp, _ := respond(200, "ok")
+					return resp, nil
+				})
+				tr := &hedgehttp.Transport{Base: base, Inline: tt.inline}
+				for range 1000 {
+					resp, err := tr.RoundTrip(get(t, "http://upstream.test/"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+				}
+				armed.Store(true)
+				resp, err := tr.RoundTrip(get(t, "http://upstream.test/"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				returned := time.Now()
+				resp.Body.Close()
+				select {
+				case at := <-answered:
+					if waited := returned.Sub(at); waited != tt.want {
+						t.Errorf("RoundTrip returned %v after the hedge answered, want %v", waited, tt.want)
+					}
+				default:
+					t.Fatal("the measured request was not hedged")
+				}
+				time.Sleep(unwind) // the first attempt's return, where it is still due
+				synctest.Wait()
+			})
 		})
 	}
 }
