@@ -66,18 +66,18 @@ type Transport struct {
 	// Inline sends the first attempt, and the retry its failure starts at
 	// once (after the wait of a Retry-After, if any), from the caller's
 	// goroutine (hedge.Policy.Inline) instead of a goroutine of its own.
-	// It saves that goroutine and the growth of its stack: about half of
-	// what a request costs hedgehttp with Base in memory, about 1 % of a
-	// request over loopback. The calls a hedge wins pay for it, and they
-	// are the slowest: RoundTrip returns only once the first attempt's
+	// It saves that goroutine and the growth of its stack: about 40 % of
+	// what a request costs hedgehttp with Base in memory, within the noise
+	// over loopback. The requests a hedge wins pay for it, and they are
+	// the slowest: RoundTrip returns only once the first attempt's
 	// RoundTrip has returned from its cancellation, on a goroutine that
 	// the cancellation must wake first. In the peer's evaluation in the
-	// benchmarks module, over loopback, that made p99 longer by about
-	// 1 % (up to 4 % on a busy machine). So the
-	// zero Transport leaves it off; it suits a Base that answers from
-	// memory or rarely needs a hedge. It needs Delay and Budget nil, as
-	// their hooks run on the hedges' goroutines and one that failed there
-	// would leave RoundTrip waiting for the first attempt's server:
+	// benchmarks module, over loopback, p99 came out longer with it in
+	// five runs of six: by 1–2 % on a quiet machine, more on a busy one.
+	// So the zero Transport leaves it off; it suits a Base that answers
+	// from memory or rarely needs a hedge. It needs Delay and Budget nil,
+	// as their hooks run on the hedges' goroutines and one that failed
+	// there would leave RoundTrip waiting for the first attempt's server:
 	// Validate reports it otherwise.
 	Inline bool
 
