@@ -135,14 +135,8 @@ func loserCancelledWhenTheCallPanics(t *testing.T, inline bool, delay hedge.Dela
 		var calls atomic.Int32
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			switch {
-			case !armed.Load() && hedge.Attempt(r.Context()) == 0 && calls.Add(1)%10 == 0:
-				select {
-				case <-time.After(50 * ms):
-				case <-r.Context().Done():
-					return nil, context.Cause(r.Context())
-				}
 			case !armed.Load():
-				time.Sleep(ms)
+				return tailing(r, &calls)
 			case hedge.Attempt(r.Context()) == 0:
 				resp, err := hang(r)
 				lost <- err
@@ -160,13 +154,7 @@ func loserCancelledWhenTheCallPanics(t *testing.T, inline bool, delay hedge.Dela
 			return hedgehttp.Classify(resp, err)
 		}
 		tr := &hedgehttp.Transport{Base: base, Inline: inline, Delay: delay, Classify: classify}
-		for range 1000 {
-			resp, err := tr.RoundTrip(get(t, "http://upstream.test/"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-		}
+		learnTail(t, tr)
 		armed.Store(true)
 		func() {
 			defer func() {
