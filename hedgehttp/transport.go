@@ -27,8 +27,9 @@ import (
 //
 // The zero value is ready to use: it sends through http.DefaultTransport,
 // hedges GET, HEAD and OPTIONS requests and those that carry an
-// Idempotency-Key header, once, at a delay it learns per method and host,
-// and classifies responses with Classify.
+// Idempotency-Key header, up to twice, on a plan it learns per method and
+// host (see Delay), sends their first attempt from a goroutine of its own
+// (see Inline), and classifies responses with Classify.
 //
 // Within the deadline of the request's context (set http.Client.Timeout
 // or a context deadline: Transport adds none), a network error or a 429,
