@@ -412,11 +412,18 @@ func nothingFrom(base http.RoundTripper) error {
 func (c *call) start(a *attempt, hctx context.Context) (send, refused bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a.hctx = hctx
-	if a != &c.primary {
+	if a == &c.primary {
+		// The primary's values are the call's, so nothing reads hctx
+		// through its request context. A hedge's came with it (see
+		// hedge): its request context may already have read them, on a
+		// goroutine of the context package's, if the caller gave up as
+		// it linked to the request's, and a write here would race.
+		a.hctx = hctx
+		// a.waiting is false only for a loser before it ran
+	} else {
 		a.next, c.primary.next = c.primary.next, a
 		a.waiting = !c.over
-	} // else a.waiting is false only for a loser before it ran
+	}
 	// hctx has ended if the attempt was claimed as the call was decided,
 	// or a tie cancelled it before it was sent (see tie.go).
 	a.waiting = a.waiting && hctx.Err() == nil

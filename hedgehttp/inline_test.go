@@ -38,7 +38,7 @@ func (s *sentFrom) RoundTrip(r *http.Request) (*http.Response, error) {
 // Transport, and one with a Delay, from a goroutine of its own, so that a
 // hedge that wins answers without waiting for the first attempt to
 // return from its cancellation.
-func TestPrimarySentFromTheCallersGoroutine(t *testing.T) {
+func TestPrimarySentFromTheCallersGoroutineOnlyInline(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
 	defer srv.Close()
 	for _, tt := range []struct {
@@ -90,33 +90,28 @@ func TestHedgeWinWaitsForTheFirstAttemptOnlyInline(t *testing.T) {
 				var calls atomic.Int32
 				answered := make(chan time.Time, 1) // when the measured request's hedge answered
 				base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-					first := hedge.Attempt(r.Context()) == 0
-					if first && (armed.Load() || calls.Add(1)%10 == 0) {
+					switch {
+					case !armed.Load():
+						return tailing(r, &calls)
+					case hedge.Attempt(r.Context()) == 0:
 						select {
 						case <-time.After(50 * ms):
 						case <-r.Context().Done():
-							if armed.Load() {
-								time.Sleep(unwind) // a transport slow to return once cancelled
-							}
+							time.Sleep(unwind) // a transport slow to return once cancelled
 							return nil, context.Cause(r.Context())
 						}
-					} else {
+					default:
 						time.Sleep(ms)
-					}
-					if !first && armed.Load() {
-						answered <- time.Now()
+						select {
+						case answered <- time.Now():
+						default: // a later hedge, which lost
+						}
 					}
 					resp, _ := respond(200, "ok")
 					return resp, nil
 				})
 				tr := &hedgehttp.Transport{Base: base, Inline: tt.inline}
-				for range 1000 {
-					resp, err := tr.RoundTrip(get(t, "http://upstream.test/"))
-					if err != nil {
-						t.Fatal(err)
-					}
-					resp.Body.Close()
-				}
+				learnTail(t, tr)
 				armed.Store(true)
 				resp, err := tr.RoundTrip(get(t, "http://upstream.test/"))
 				if err != nil {

@@ -27,8 +27,9 @@ import (
 //
 // The zero value is ready to use: it sends through http.DefaultTransport,
 // hedges GET, HEAD and OPTIONS requests and those that carry an
-// Idempotency-Key header, once, at a delay it learns per method and host,
-// and classifies responses with Classify.
+// Idempotency-Key header, up to twice, on a plan it learns per method and
+// host (see Delay), sends their first attempt from a goroutine of its own
+// (see Inline), and classifies responses with Classify.
 //
 // Within the deadline of the request's context (set http.Client.Timeout
 // or a context deadline: Transport adds none), a network error or a 429,
@@ -175,15 +176,16 @@ type Transport struct {
 // RoundTrip sends req and, if it may be hedged, its duplicates, and
 // returns the first acceptable response, or, when every attempt failed,
 // the first refusal (see Transport) if one came, else the last attempt's
-// response or error. A request that may not be hedged
-// goes to Base as it is, at Base's own cost.
+// response or error. A request that may not be hedged goes to Base as it
+// is, at Base's own cost.
 //
 // The response's body stays readable after RoundTrip returns, until the
 // caller closes it or req's context ends; closing it, or reading it to
-// its end, releases all the call holds. If req's context ends before a response is chosen,
-// RoundTrip returns context.Cause at once (once Base has returned the
-// first attempt's, while it runs on the caller's goroutine: see Inline). A panic in Classify, Delay or
-// Budget reaches the caller as a *hedge.PanicError.
+// its end, releases all the call holds. If req's context ends before a
+// response is chosen, RoundTrip returns context.Cause at once (with
+// Inline, once Base has returned the first attempt's, which runs on the
+// caller's goroutine). A panic in Classify, Delay or Budget reaches the
+// caller as a *hedge.PanicError.
 //
 // As http.RoundTripper requires, RoundTrip closes req.Body, and it does
 // not modify req. Each attempt sends a copy of req with its own context
