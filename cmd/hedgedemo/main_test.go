@@ -130,7 +130,11 @@ func TestDriveClosesEveryBody(t *testing.T) {
 
 			// Losers may still be returning, and handing their bodies to
 			// Discard, after Do has returned: wait for them before counting.
-			waitUntil(func() bool { return bodies.opened.Load() == bodies.closed.Load() })
+			// Equal counts of bodies alone may hold while a loser's response
+			// is still on its way; no RoundTrip in flight says it is not.
+			waitUntil(func() bool {
+				return bodies.returned.Load() == bodies.sent.Load() && bodies.opened.Load() == bodies.closed.Load()
+			})
 			opened, closed := bodies.opened.Load(), bodies.closed.Load()
 			if opened != closed {
 				t.Errorf("%d response bodies opened, %d closed", opened, closed)
@@ -203,10 +207,13 @@ func TestThousands(t *testing.T) {
 // of them were closed.
 type countingTransport struct {
 	next           http.RoundTripper
+	sent, returned atomic.Int64 // RoundTrips begun and returned
 	opened, closed atomic.Int64
 }
 
 func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.sent.Add(1)
+	defer c.returned.Add(1) // after opened, so that a body is counted before its return
 	resp, err := c.next.RoundTrip(req)
 	if err == nil {
 		c.opened.Add(1)
