@@ -13,9 +13,10 @@ import (
 // call is the state of one Do. Every goroutine of the call enters through
 // step: Do starts it for the primary (or, with Policy.Inline, runs steps
 // itself), the hedge timer and the caller's context fire it, and an
-// attempt that ends retryable claims the next attempt itself. Sharing that one func value between the go statement,
-// the timer and context.AfterFunc is what keeps the fast path at three
-// allocations: the call, stepFn, the timer.
+// attempt that ends retryable claims the next attempt itself. Sharing
+// that one func value between the go statement, the timer and
+// context.AfterFunc is what keeps the fast path at three allocations:
+// the call, stepFn, the timer.
 //
 // The policy's hooks (Delay.Next, Budget.Allow and Done) run outside mu:
 // a goroutine decides under mu what to ask, asks, then takes mu again to

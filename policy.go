@@ -75,12 +75,16 @@ type Policy[T any] struct {
 	// is the promise that Do returns at the deadline even if fn ignores
 	// its context: Do returns once every fn it ran on the caller's
 	// goroutine has, and those attempts' Delay and Budget hooks (Next and
-	// Allow before fn, Done after it) run there too. Set it when fn
-	// returns as soon as its context ends, as net/http's, grpc-go's and
-	// database/sql's calls do. A call whose first hedge Do finds due at
-	// once before it asks any hook of the user's (a Fixed delay of 0 and
-	// no Budget) runs its primary on a goroutine of its own all the same.
-	// False, the zero value, runs every attempt on a goroutine of its own.
+	// Allow before fn, Done after it) run there too. So a call that a
+	// hedge wins, the slow kind hedging is for, returns only once the
+	// primary's fn has returned from its cancellation (hedgehttp's zero
+	// Transport leaves it off for that). Set it when fn returns as soon
+	// as its context ends, as net/http's, grpc-go's and database/sql's
+	// calls do, and the calls rarely need a hedge. A call whose first
+	// hedge Do finds due at once before it asks any hook of the user's (a
+	// Fixed delay of 0 and no Budget) runs its primary on a goroutine of
+	// its own all the same. False, the zero value, runs every attempt on
+	// a goroutine of its own.
 	Inline bool
 }
 
