@@ -40,14 +40,15 @@ func Auto[T any]() Policy[T] {
 //   - A plan, learned as a Planner learns it: from how long the last 500
 //     to 1,000 primaries ran, the delay and the number of hedges (up to
 //     2) that minimise the calls' p99 for at most Load extra attempts per
-//     call (0.8 × Load while the bound below holds less than half of
-//     what it may save, so that it fills again). A plan of one hedge
-//     counts on its estimate of what it will spend, and where hedges
-//     start later than planned (a busy machine's timers) it spends less:
-//     while the bound holds more than three quarters of what it may save
-//     and hedges win as often as planned, it may spend up to 1.25 × Load
-//     on an earlier hedge (no earlier than 0.8 × its delay), until the
-//     plans spend about Load. It replans every 250 primaries.
+//     call (less while the bound below holds less than half of what it
+//     may save, down to 0.8 × Load when it is empty, so that it fills
+//     again). A plan of one hedge counts on its estimate of what it will
+//     spend, and where hedges start later than planned (a busy machine's
+//     timers) it spends less: while the bound holds more than three
+//     quarters of what it may save and hedges win at least nine tenths as
+//     often as planned, it may spend up to 1.25 × Load on an earlier
+//     hedge (no earlier than 0.8 × its delay), until the plans spend about
+//     Load. It replans every 250 primaries.
 //   - A watch on the plan: a call that starts while most recent
 //     primaries are slower than the plan expects (queues grow), or while
 //     calls come a quarter faster than they did (an overload may be on
@@ -106,7 +107,7 @@ func Auto[T any]() Policy[T] {
 // Do reports a bad setting as an error wrapping ErrInvalidPolicy from
 // every call, without calling fn.
 //
-// Each key's state holds about 30 KB, mostly the latency histograms the
+// Each key's state holds about 34 KB, mostly the latency histograms the
 // plan is made from.
 type Adaptive struct {
 	// Key names the route of a call from the caller's context: each key

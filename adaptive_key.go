@@ -98,8 +98,8 @@ func (k *adaptiveKey) open() bool {
 	return BreakerState(k.circuit.phase.Load()) == BreakerOpen && k.s.breaker.since() < k.circuit.reopen.Load()
 }
 
-// Learn records how long a primary ran, and replans every 500 samples, or
-// starts over when the upstream has changed.
+// Learn records how long a primary ran, and replans every 250 samples,
+// half a generation, or starts over when the upstream has changed.
 func (k *adaptiveKey) Learn(_ context.Context, primary time.Duration, complete bool) {
 	k.learn(primary, complete)
 }

@@ -189,11 +189,12 @@ const nudge = 0.8
 // the upstream has room again, and the key keeps up to keptCalls calls'
 // worth of what it holds or set aside. Hedges wait twice the plan's
 // delay until the bound holds a tenth of what it may (see scarce), and
-// plans spend 0.8 × Load until it holds half (see budget): starting from
-// nothing, the key's hedges come late for some 500 calls, and the bound
-// stays near that tenth for thousands, where an undisturbed key's holds
-// half. What it keeps is never more than the bound would hold had it
-// never been emptied, so the bound's limit over any n calls stands.
+// plans spend less than Load, from 0.8 × Load when it is empty, until it
+// holds half (see budget): starting from nothing, the key's hedges come
+// late for some 500 calls, and the bound stays near that tenth for
+// thousands, where an undisturbed key's holds half. What it keeps is
+// never more than the bound would hold had it never been emptied, so the
+// bound's limit over any n calls stands.
 // Called with k.plan.mu held.
 func (k *adaptiveKey) forget() {
 	faster := k.share.Load() < changeLow

@@ -128,7 +128,7 @@ type Transport struct {
 	Routes []string
 
 	// MaxRoutes bounds how many method-and-host routes get a delay and
-	// stats of their own (about 21 KiB each with the default delay);
+	// stats of their own (about 34 KB each with the default delay);
 	// routes past it share one, named "(other)". Patterns always have
 	// their own. 0 means 64.
 	MaxRoutes int
