@@ -114,10 +114,12 @@ type HedgingPolicy struct {
 	// plan, and, as a Delay that is also a Budget, its own bound on extra
 	// attempts, its win rate and its breaker beside the channel's token
 	// bucket (set MaxAttempts to 3, or more, for its plans of two
-	// hedges). One Delay serves every method under this name, and a
-	// learned one learns from all of them: give each method its own name
-	// (and its own Delay) to learn each apart. It must be safe for
-	// concurrent use.
+	// hedges, and keep codes.Unavailable among NonFatalStatusCodes, so
+	// that a hedge a Shedder turns away leaves the primary running). One
+	// Delay serves every method under this name, and a learned one
+	// learns from all of them unless it keys its state by Method, as
+	// &hedge.Adaptive{Key: hedgegrpc.Method} does, or each method has its
+	// own name and its own Delay. It must be safe for concurrent use.
 	Delay hedge.Delay
 }
 
