@@ -58,15 +58,16 @@ func target(name string) string {
 	return name
 }
 
-// TestDefaultJudge judges today's policies: the README's production
-// recipe (Percentile{0.9} with the production budget, whose ratio is 0.2)
-// and, with -lab.full, a Planner with a Load of 0.1 and no budget. It
-// asserts only the criteria each meets in every scenario the run judges
-// on seeds 0 to 3; the tables show the rest. (Both miss "steady" at ρ 0.9
-// and 0.95 with cancel queued only on seeds 2 and 3, which a quick look
-// does not run, and the recipe misses "cannot win" at ρ 0.9 on seed 3.)
-// A contender listed without holds is judged by every criterion, as
-// judgeDefault judges: that is how a new default joins.
+// TestDefaultJudge judges the policies that came before Auto: the
+// production recipe the README gave until then (Percentile{0.9} with the
+// production budget, whose ratio is 0.2) and, with -lab.full, a Planner
+// with a Load of 0.1 and no budget. It asserts only the criteria each
+// meets in every scenario the run judges on seeds 0 to 3; the tables show
+// the rest. (Both miss "steady" at ρ 0.9 and 0.95 with cancel queued only
+// on seeds 2 and 3, which a quick look does not run, and the recipe
+// misses "cannot win" at ρ 0.9 on seed 3.) A contender listed without
+// holds is judged by every criterion, as judgeDefault judges: that is how
+// a new default joins.
 func TestDefaultJudge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the judge runs the load lab")
