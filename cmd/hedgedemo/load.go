@@ -36,8 +36,8 @@ type loadPolicy struct {
 }
 
 // loadPolicies are the sweep's rows: no hedging, a fixed delay, a learned
-// one, and the learned one with the budget a production client should
-// have. Each hedging policy sends up to two hedges: with one, p99 sits on
+// one, and the learned one with the stock budgets the README recommended
+// before Auto. Each hedging policy sends up to two hedges: with one, p99 sits on
 // the 1 % of calls whose primary and hedge are both slow, and flips
 // between the fast and the slow mode from run to run (see the default
 // run's table), which would hide what load does to it.
@@ -53,10 +53,10 @@ func loadPolicies(delay time.Duration) []loadPolicy {
 			return &hedgehttp.Transport{Delay: &hedge.Percentile{Quantile: 0.9}, MaxAttempts: 3}, nil
 		}},
 		// A learned delay rises with the queue, but every call it hedges
-		// still adds work to a busy server. The production budget of the
-		// README: hedges must keep winning, the breaker stops them while
-		// half the primaries fail, and the ratio caps the extra attempts
-		// at a fifth of the calls (plus one a second).
+		// still adds work to a busy server. The stock budgets the README
+		// recommended before Auto: hedges must keep winning, the breaker
+		// stops them while half the primaries fail, and the ratio caps
+		// the extra attempts at a fifth of the calls (plus one a second).
 		{"Percentile{0.9}, budgeted", func(onOpen func(string)) (*hedgehttp.Transport, error) {
 			win := &hedge.WinRateBudget{}
 			breaker := &hedge.Breaker{OnOpen: onOpen}

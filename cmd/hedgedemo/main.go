@@ -184,8 +184,8 @@ func demoPolicies(cfg config) []demoPolicy {
 		// They are measured once they have seen the upstream.
 		{"Percentile{Quantile: 0.9}", "percentile", newPolicy(3, &hedge.Percentile{Quantile: 0.9}, cfg.timeout), true},
 		{"Planner{Load: 0.15}", "planner", newPolicy(3, &hedge.Planner{Load: 0.15, Window: window}, cfg.timeout), true},
-		// As a production client should run it: with the README's
-		// budget, which refuses nothing while the upstream is healthy.
+		// With the three stock budgets the README recommended before
+		// Auto, which refuse nothing while the upstream is healthy.
 		{"Planner{0.15}, budgeted", "planner, budgeted", budgeted(newPolicy(3, &hedge.Planner{Load: 0.15, Window: window}, cfg.timeout)), true},
 		// The production default, hedge.Auto: its own plan within a bound
 		// of 0.1 extra attempts per call, which cannot buy the second
@@ -242,9 +242,9 @@ func newPolicy(attempts int, delay hedge.Delay, timeout time.Duration) hedge.Pol
 	}
 }
 
-// budgeted gives p the production budget of the README: hedges must keep
-// winning, none while half the primaries fail, and at most a fifth more
-// attempts than calls.
+// budgeted gives p the stock budgets the README recommended before Auto:
+// hedges must keep winning, none while half the primaries fail, and at
+// most a fifth more attempts than calls.
 func budgeted(p hedge.Policy[*http.Response]) hedge.Policy[*http.Response] {
 	win := &hedge.WinRateBudget{}
 	breaker := &hedge.Breaker{}

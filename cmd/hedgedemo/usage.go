@@ -12,10 +12,11 @@ const usage = `usage: hedgedemo [flags]
 
 hedgedemo shows what hedging does to tail latency. It starts an HTTP server on
 127.0.0.1 whose replies take -fast, or -slow for a -slowfrac share of them. It
-calls the server -calls times, -concurrency at a time, under each of six
+calls the server -calls times, -concurrency at a time, under each of seven
 policies: no hedging, one and two hedges after -delay, a learned Percentile, a
-Planner, and the Planner with a production budget. It prints each policy's
-latency percentiles, extra attempts and failed calls, and a histogram.
+Planner, the Planner with three stock budgets, and hedge.Auto, the production
+setup. It prints each policy's latency percentiles, extra attempts and failed
+calls, and a histogram.
 
 With -load it sweeps the offered load instead: a server of -workers workers
 behind a FIFO queue, calls arriving as a Poisson process at utilisations 0.3,
