@@ -1,6 +1,7 @@
 package hedgehttp_test
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,7 +14,9 @@ import (
 
 // A server that can serve one request at a time is busy with a primary
 // when that call's hedge arrives: the Shedder answers the hedge with a
-// 503 at once, and the Transport goes on waiting for the primary.
+// 503 at once, and the Transport goes on waiting for the primary. Neither
+// side needs more: a Transport marks its hedges with Hedge-Attempt, the
+// header the Shedder reads, and sends its first attempts unmarked.
 func ExampleShedder() {
 	busy := make(chan struct{})      // the primary holds the one place
 	hedgeShed := make(chan struct{}) // the hedge has had its answer
@@ -22,11 +25,11 @@ func ExampleShedder() {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			close(busy)
 			<-hedgeShed
-			fmt.Fprint(w, "answered by attempt ", r.Header.Get(hedgehttp.DefaultAttemptHeader))
+			fmt.Fprint(w, "answered by attempt ", cmp.Or(r.Header.Get(hedgehttp.DefaultAttemptHeader), "0"))
 		}),
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(hedgehttp.DefaultAttemptHeader) == "0" {
+		if r.Header.Get(hedgehttp.DefaultAttemptHeader) == "" { // the primary
 			shedder.ServeHTTP(w, r)
 			return
 		}
@@ -37,10 +40,7 @@ func ExampleShedder() {
 	}))
 	defer srv.Close()
 
-	tr := &hedgehttp.Transport{
-		Delay:         hedge.Fixed(10 * time.Millisecond),
-		AttemptHeader: hedgehttp.DefaultAttemptHeader, // the Shedder reads it
-	}
+	tr := &hedgehttp.Transport{Delay: hedge.Fixed(10 * time.Millisecond)}
 	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
 	resp, err := client.Get(srv.URL)
 	if err != nil {
