@@ -35,6 +35,12 @@ func Auto[T any]() Policy[T] {
 //	a := &hedge.Adaptive{Key: hedgehttp.Route}
 //	p := hedge.Policy[*http.Response]{Delay: a, Budget: a}
 //
+// As a Policy's Delay alone, it hears of no call until its primary
+// returns: its bound stays empty, so it plans within 0.8 × Load, hedges
+// at twice its plan's delay, and neither bounds, breaks nor watches the
+// calls' rate. (A hedgegrpc method takes its Adaptive Delay as a budget
+// too.)
+//
 // Per key of Key, it keeps:
 //
 //   - A plan, learned as a Planner learns it: from how long the last 500

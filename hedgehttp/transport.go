@@ -88,9 +88,9 @@ type Transport struct {
 	// to two hedges), never lets the route's extra attempts exceed a
 	// tenth of its requests, and stops hedging while hedges stop winning
 	// or the route's first attempts fail or time out. A Delay set here
-	// is shared by every route, and comes with no budget but Budget; it
-	// can still tell routes apart by Route, as
-	// &hedge.Keyed{Key: hedgehttp.Route} does.
+	// is shared by every route, and comes with no budget but Budget (a
+	// *hedge.Adaptive set here belongs in Budget too); it can still tell
+	// routes apart by Route, as &hedge.Keyed{Key: hedgehttp.Route} does.
 	Delay hedge.Delay
 
 	// MaxAttempts bounds the attempts of one request, the first included.
