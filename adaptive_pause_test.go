@@ -29,3 +29,27 @@ func TestAdaptivePauseIsNoSurge(t *testing.T) {
 		}
 	})
 }
+
+// A pause between a key's first call and the next is no capacity either:
+// a client that makes one call as it starts (a warm-up, a readiness
+// check) and its traffic only minutes later is hedged as one that never
+// paused. (Were the first gap the usual one, the long average of the
+// gaps would hold the pause for thousands of calls, the calls would look
+// like a surge all that time, and no hedge would go out.)
+func TestAdaptivePauseAfterTheFirstCallIsNoSurge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := hedge.Auto[int]()
+		var stats hedge.Stats
+		p.Observer = &stats
+		calls := func(from, to int) { calls90(t, p, from, to) }
+		calls(0, 1)
+		time.Sleep(10 * time.Minute) // the client idles after its first call
+		calls(1, 3000)
+		stats = hedge.Stats{}
+		calls(3000, 5000)
+		if s := stats.Snapshot(); s.Amplification() < 1.05 || s.WinRate() < 0.6 {
+			t.Errorf("calls 3,000 to 5,000 after a pause that followed the first: %.3f attempts per call, hedges won %.2f; want 1.05 or more, and most hedges won",
+				s.Amplification(), s.WinRate())
+		}
+	})
+}

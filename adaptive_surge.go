@@ -39,6 +39,13 @@ func (k *adaptiveKey) arrive() {
 	if n == 2 {
 		short, long = gap, gap
 	}
+	// The first gap has no usual one to be weighed against, and a client
+	// that calls once as it starts and idles until its traffic comes
+	// makes it a pause: the second gap caps it at four of its own, as the
+	// usual gap caps every later one.
+	if n == 3 && gap > 0 {
+		short, long = min(short, 4*gap), min(long, 4*gap)
+	}
 	// A pause is no capacity: a gap longer than four times the usual one
 	// (a client idle between bursts of calls) counts as four times the
 	// usual one, so that the next burst at the old pace is not taken for
