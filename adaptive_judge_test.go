@@ -204,8 +204,8 @@ func (f *foresight) Release(ctx context.Context, k int)               { f.a.Rele
 // draws leave it above the step on seeds 3 and 4 (450–465ms, where Auto
 // is within 1.2× of it) and below on 5 and 6 (93–97ms). Auto plans for
 // p99.2 (margin in planner.go), which one hedge cannot reach here and
-// two cannot pay for; its plans tie there, and it takes the cheaper,
-// later hedge about half the time, so it stays above the step.
+// two cannot pay for; the plans tie there, and a third of its plans or
+// more take the cheaper, later hedge, which leaves it above the step.
 func TestSharpStepIsLuck(t *testing.T) {
 	if !*labFull {
 		t.Skip("with -lab.full: the load lab on four seeds")
