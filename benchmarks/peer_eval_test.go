@@ -195,10 +195,8 @@ func TestPeerEvaluation(t *testing.T) {
 		r.p50, r.p95, r.p99 = lab.NearestRank(s, 0.5), lab.NearestRank(s, 0.95), lab.NearestRank(s, 0.99)
 		fmt.Fprintf(&b, "%-36s %8s %8s %8s %7.1f%%\n", r.name, peerMS(r.p50), peerMS(r.p95), peerMS(r.p99), 100*r.extra())
 	}
-	// The tail around p99, finer: with its delay learned a little before
-	// 10ms, hedgehttp's plan is ahead of a static 10ms from about p94
-	// on, and p99 sits where the two meet the calls whose hedge was a
-	// straggler as well.
+	// The tail around p99, finer: where a learned plan and a static one
+	// part, and how far each setup's stragglers reach past p99.
 	fmt.Fprintf(&b, "\n%-36s", "the tail, ms")
 	for _, q := range peerTail {
 		fmt.Fprintf(&b, " %8s", "p"+strconv.FormatFloat(100*q, 'g', -1, 64))
