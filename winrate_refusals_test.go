@@ -79,3 +79,49 @@ func TestWinRateBudgetShedHedgesAreNoLosses(t *testing.T) {
 		t.Errorf("%d hedges refused, want none", refused)
 	}
 }
+
+// Near its threshold, what the budget's doc says: with hedges winning at
+// random one time in seven (1.5 × MinWinRate) and one call in ten asking
+// for a hedge, the defaults refuse 1.7 % of them, and a Burst of 50 under
+// 0.1 %; every call asking, 24 % and 1.2 %.
+func TestWinRateBudgetNearItsThreshold(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		burst       int
+		every       int // one call in every asks for a hedge
+		least, most float64
+	}{
+		{"defaults, one call in ten asks", 0, 10, 0.015, 0.02},
+		{"defaults, every call asks", 0, 1, 0.22, 0.26},
+		{"Burst 50, one call in ten asks", 50, 10, 0, 0.001},
+		{"Burst 50, every call asks", 50, 1, 0.01, 0.015},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			asked, refused := 0, 0
+			for seed := range uint64(10) {
+				b := &hedge.WinRateBudget{Burst: tt.burst}
+				ctx := context.Background()
+				r := rand.New(rand.NewPCG(seed, 1))
+				for i := range 200_000 {
+					b.Allow(ctx, 0)
+					if i%tt.every != 0 {
+						continue
+					}
+					asked++
+					if !b.Allow(ctx, 1) {
+						refused++
+						continue
+					}
+					o := hedge.Canceled
+					if r.Float64() < 0.15 {
+						o = hedge.Accept
+					}
+					b.Done(ctx, 1, o)
+				}
+			}
+			if got := float64(refused) / float64(asked); got < tt.least || got > tt.most {
+				t.Errorf("%d of %d hedges refused (%.2f %%), want %.1f–%.1f %%", refused, asked, 100*got, 100*tt.least, 100*tt.most)
+			}
+		})
+	}
+}
