@@ -7,6 +7,12 @@ import (
 	"github.com/tailcut/hedge"
 )
 
+// breakerObserver is a Transport's Observer that also hears when the
+// breaker of a route's own Adaptive opens, as hedgeotel's Observer does.
+type breakerObserver interface {
+	BreakerOpened(route string)
+}
+
 // observer is the Observer of a call's hedge.Do: the route's Stats, or,
 // when the Transport has an Observer, the call itself, which passes the
 // report to both. The call exists anyway, so hearing a request twice

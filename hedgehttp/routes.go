@@ -31,9 +31,10 @@ type hostKey struct{ method, host string }
 type routes struct {
 	mux       *http.ServeMux // nil: no patterns
 	patterns  map[string]*route
-	own       bool         // each route gets its own Adaptive, as its delay and budget
-	maxHedges int          // the own Adaptives' MaxHedges
-	shared    hedge.Budget // the Transport's Budget, nil if none
+	own       bool               // each route gets its own Adaptive, as its delay and budget
+	maxHedges int                // the own Adaptives' MaxHedges
+	shared    hedge.Budget       // the Transport's Budget, nil if none
+	opened    func(route string) // hears when an own Adaptive's breaker opens; nil: nothing does
 	max       int
 
 	mu    sync.Mutex // serialises additions to hosts
@@ -43,11 +44,11 @@ type routes struct {
 
 const otherRoute = "(other)"
 
-func newRoutes(patterns []string, max int, own bool, hedges int, shared hedge.Budget) (*routes, error) {
+func newRoutes(patterns []string, max int, own bool, hedges int, shared hedge.Budget, opened func(route string)) (*routes, error) {
 	if max == 0 {
 		max = 64
 	}
-	rs := &routes{own: own, maxHedges: hedges, shared: shared, max: max}
+	rs := &routes{own: own, maxHedges: hedges, shared: shared, opened: opened, max: max}
 	rs.hosts.Store(&map[hostKey]*route{})
 	rs.other = rs.newRoute(otherRoute)
 	if max < 0 {
@@ -82,7 +83,7 @@ func register(mux *http.ServeMux, i int, pattern string) (err error) {
 func (rs *routes) newRoute(name string) *route {
 	r := &route{name: name, budget: rs.shared}
 	if rs.own {
-		r.learned = &hedge.Adaptive{MaxHedges: rs.maxHedges}
+		r.learned = &hedge.Adaptive{MaxHedges: rs.maxHedges, OnOpen: rs.onOpen(name)}
 		r.delay = r.learned
 		r.budget = r.learned
 		if rs.shared != nil {
@@ -90,6 +91,16 @@ func (rs *routes) newRoute(name string) *route {
 		}
 	}
 	return r
+}
+
+// onOpen is the OnOpen of the Adaptive of the route name. That Adaptive
+// has one key, "", so the route's name comes from here.
+func (rs *routes) onOpen(name string) func(key string) {
+	opened := rs.opened
+	if opened == nil {
+		return nil
+	}
+	return func(string) { opened(name) }
 }
 
 func (rs *routes) of(req *http.Request) *route {

@@ -145,8 +145,14 @@ type Transport struct {
 	// Observer, if set, hears the hedge.Report of every hedged request,
 	// after the route's Stats have counted it, with a context from which
 	// Route reads the route. Requests that pass through are not
-	// reported. It must be safe for concurrent use; hedgeotel's Observer
-	// turns the reports into OpenTelemetry metrics. Nil: only Stats.
+	// reported. If it also has a method BreakerOpened(route string), as
+	// hedgeotel's Observer has, the routes' own delays (Delay nil) call
+	// it each time a route's breaker opens, with the route's name as
+	// Route gives it, on the goroutine of the attempt whose outcome
+	// opened it; it should be quick. A Breaker or Adaptive set as Delay
+	// or Budget is yours to wire, through its OnOpen. The Observer must
+	// be safe for concurrent use; hedgeotel's turns the reports and
+	// openings into OpenTelemetry metrics. Nil: only Stats.
 	Observer hedge.Observer
 
 	// DisableTies, if set, keeps the attempts from asking servers when
@@ -317,7 +323,11 @@ func (t *Transport) init() {
 	if t.base == nil {
 		t.base = http.DefaultTransport
 	}
-	t.routes, t.err = newRoutes(t.Routes, t.MaxRoutes, t.Delay == nil, t.ownHedges(), t.Budget)
+	var opened func(route string)
+	if o, ok := t.Observer.(breakerObserver); ok {
+		opened = o.BreakerOpened
+	}
+	t.routes, t.err = newRoutes(t.Routes, t.MaxRoutes, t.Delay == nil, t.ownHedges(), t.Budget, opened)
 	t.ties = !t.DisableTies
 	t.inline = t.Inline // check reports it with a Delay or a Budget
 	t.maxAttempts = t.MaxAttempts
