@@ -5,6 +5,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/benbjohnson/clock"
+
 	"github.com/tailcut/hedge"
 )
 
@@ -49,6 +51,33 @@ func TestAdaptivePauseAfterTheFirstCallIsNoSurge(t *testing.T) {
 		calls(3000, 5000)
 		if s := stats.Snapshot(); s.Amplification() < 1.05 || s.WinRate() < 0.6 {
 			t.Errorf("calls 3,000 to 5,000 after a pause that followed the first: %.3f attempts per call, hedges won %.2f; want 1.05 or more, and most hedges won",
+				s.Amplification(), s.WinRate())
+		}
+	})
+}
+
+// Two calls that arrive at one instant right after the pause (two
+// clients that resume together, or calls in a synctest bubble or on a
+// clock.Mock) give the second gap zero, and a zero second gap caps the
+// pause as well: the key is hedged as one that never paused.
+func TestAdaptivePauseThenTwoCallsAtOnceIsNoSurge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clock.NewMock()
+		a := &hedge.Adaptive{Clock: clk}
+		var stats hedge.Stats
+		p := hedge.Policy[int]{Delay: a, Budget: a, Observer: &stats}
+		calls90(t, p, 0, 1)
+		clk.Add(10 * time.Minute) // the client idles after its first call
+		calls90(t, p, 1, 3)       // the next two at one instant of a's clock
+		for i := 3; i < 5000; i++ {
+			if i == 3000 {
+				stats = hedge.Stats{}
+			}
+			clk.Add(5 * time.Millisecond)
+			calls90(t, p, i, i+1)
+		}
+		if s := stats.Snapshot(); s.Amplification() < 1.05 || s.WinRate() < 0.6 {
+			t.Errorf("calls 3,000 to 5,000 after a pause and two calls at once: %.3f attempts per call, hedges won %.2f; want 1.05 or more, and most hedges won",
 				s.Amplification(), s.WinRate())
 		}
 	})

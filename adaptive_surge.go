@@ -42,8 +42,10 @@ func (k *adaptiveKey) arrive() {
 	// The first gap has no usual one to be weighed against, and a client
 	// that calls once as it starts and idles until its traffic comes
 	// makes it a pause: the second gap caps it at four of its own, as the
-	// usual gap caps every later one.
-	if n == 3 && gap > 0 {
+	// usual gap caps every later one. A second gap of zero (two calls at
+	// one instant of the clock) caps it too: the averages start from
+	// zero, and no surge shows until they have grown.
+	if n == 3 {
 		short, long = min(short, 4*gap), min(long, 4*gap)
 	}
 	// A pause is no capacity: a gap longer than four times the usual one

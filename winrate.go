@@ -57,10 +57,10 @@ const (
 // leaves only the probe hedges to judge the rate again: at 1.5 ×
 // MinWinRate the defaults refuse 1.7 % of hedges where one call in ten
 // asks for one, and 24 % where every call does; at MinWinRate itself,
-// which no count of the last hedges tells from a rate just below it, 40
-// % and 90 %. A larger Burst refuses fewer there (50: 0.06 % and 1.2 %),
-// and grants more where hedges win less often than MinWinRate. (Until the first
-// hedges are judged, the credit alone decides: size Burst above the
+// which no count of the last hedges tells from a rate just below it,
+// 40 % and 90 %. A larger Burst refuses fewer there (50: 0.06 % and
+// 1.2 % at 1.5 × MinWinRate), and grants more where hedges win less
+// often than MinWinRate. (Until the first hedges are judged, the credit alone decides: size Burst above the
 // hedges one key may send before any of them answers, as many calls at
 // once after a cold start do.) When hedges win at a rate w below
 // MinWinRate, the credit runs out and the hedges granted then settle at
