@@ -10,50 +10,46 @@ import (
 	"github.com/tailcut/hedge"
 )
 
-// A client that pauses between bursts of calls is not surging when it
-// resumes at its old pace: after ten idle minutes, the next calls are
-// hedged as before. (Were the pause taken as gaps between calls, the
-// moving average of the gaps would make the resumed pace look like a
-// surge for thousands of calls, and no hedge would go out.)
+// A pause is no capacity: a client that resumes at its old pace after
+// ten idle minutes is hedged as one that never paused, whether it paused
+// between bursts of calls, or between its first call (a warm-up, a
+// readiness check) and its traffic. (Were a pause taken as a gap between
+// calls, or the first gap as the usual one, the moving averages of the
+// gaps would make the resumed pace look like a surge for thousands of
+// calls, and no hedge would go out.)
 func TestAdaptivePauseIsNoSurge(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := hedge.Auto[int]()
-		var stats hedge.Stats
-		p.Observer = &stats
-		calls := func(from, to int) { calls90(t, p, from, to) }
-		calls(0, 8000)
-		time.Sleep(10 * time.Minute) // the client idles, in the bubble's time
-		stats = hedge.Stats{}
-		calls(8000, 10000)
-		if s := stats.Snapshot(); s.Amplification() < 1.05 || s.WinRate() < 0.6 {
-			t.Errorf("the 2,000 calls after a pause: %.3f attempts per call, hedges won %.2f; want 1.05 or more, and most hedges won",
-				s.Amplification(), s.WinRate())
-		}
-	})
+	for _, tt := range []struct {
+		name         string
+		before, warm int // calls before the pause, and after it before the 2,000 measured
+	}{
+		{"between bursts of calls", 8000, 0},
+		{"after the first call", 1, 2999},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := hedge.Auto[int]()
+				var stats hedge.Stats
+				p.Observer = &stats
+				calls90(t, p, 0, tt.before)
+				time.Sleep(10 * time.Minute) // the client idles, in the bubble's time
+				calls90(t, p, tt.before, tt.before+tt.warm)
+				stats = hedge.Stats{}
+				from := tt.before + tt.warm
+				calls90(t, p, from, from+2000)
+				wantHedgedAsUsual(t, stats.Snapshot())
+			})
+		})
+	}
 }
 
-// A pause between a key's first call and the next is no capacity either:
-// a client that makes one call as it starts (a warm-up, a readiness
-// check) and its traffic only minutes later is hedged as one that never
-// paused. (Were the first gap the usual one, the long average of the
-// gaps would hold the pause for thousands of calls, the calls would look
-// like a surge all that time, and no hedge would go out.)
-func TestAdaptivePauseAfterTheFirstCallIsNoSurge(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := hedge.Auto[int]()
-		var stats hedge.Stats
-		p.Observer = &stats
-		calls := func(from, to int) { calls90(t, p, from, to) }
-		calls(0, 1)
-		time.Sleep(10 * time.Minute) // the client idles after its first call
-		calls(1, 3000)
-		stats = hedge.Stats{}
-		calls(3000, 5000)
-		if s := stats.Snapshot(); s.Amplification() < 1.05 || s.WinRate() < 0.6 {
-			t.Errorf("calls 3,000 to 5,000 after a pause that followed the first: %.3f attempts per call, hedges won %.2f; want 1.05 or more, and most hedges won",
-				s.Amplification(), s.WinRate())
-		}
-	})
+// wantHedgedAsUsual fails t unless the calls s counts were hedged as on
+// the 90/10 upstream without a pause: 1.05 attempts per call or more, and
+// most hedges won.
+func wantHedgedAsUsual(t *testing.T, s hedge.Snapshot) {
+	t.Helper()
+	if s.Amplification() < 1.05 || s.WinRate() < 0.6 {
+		t.Errorf("%.3f attempts per call, hedges won %.2f; want 1.05 or more, and most hedges won", s.Amplification(), s.WinRate())
+	}
 }
 
 // Two calls that arrive at one instant right after the pause (two
@@ -76,9 +72,6 @@ func TestAdaptivePauseThenTwoCallsAtOnceIsNoSurge(t *testing.T) {
 			clk.Add(5 * time.Millisecond)
 			calls90(t, p, i, i+1)
 		}
-		if s := stats.Snapshot(); s.Amplification() < 1.05 || s.WinRate() < 0.6 {
-			t.Errorf("calls 3,000 to 5,000 after a pause and two calls at once: %.3f attempts per call, hedges won %.2f; want 1.05 or more, and most hedges won",
-				s.Amplification(), s.WinRate())
-		}
+		wantHedgedAsUsual(t, stats.Snapshot())
 	})
 }
