@@ -3,13 +3,11 @@ package benchmarks
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"runtime/metrics"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
 	"github.com/tailcut/hedge/internal/baseline"
+	"github.com/tailcut/hedge/internal/pipenet"
 )
 
 // canned is an in-memory RoundTripper: a 200 with a short body, at once,
@@ -119,22 +118,12 @@ func BenchmarkHTTPLoopback(b *testing.B) {
 // call's CPU time and the noisiest part of it on a shared machine, what
 // each layer adds to net/http stands out.
 func BenchmarkHTTPPipe(b *testing.B) {
-	l := &pipes{conns: make(chan net.Conn), closed: make(chan struct{})}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	l := pipenet.Serve(b, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "ok")
-	})}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(l)
-	}()
-	b.Cleanup(func() {
-		srv.Close()
-		<-served
-	})
+	})})
 	req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/users/7", nil)
 	layers(b, req, func(b *testing.B) http.RoundTripper {
-		t := &http.Transport{DialContext: l.dial}
+		t := &http.Transport{DialContext: l.Dial}
 		b.Cleanup(t.CloseIdleConnections)
 		return t
 	})
@@ -194,40 +183,3 @@ func startingStack() uint64 {
 	metrics.Read(s)
 	return s[0].Value.Uint64()
 }
-
-// pipes is a net.Listener of in-memory connections (net.Pipe), which a
-// Transport dials with dial.
-type pipes struct {
-	conns  chan net.Conn
-	closed chan struct{}
-	once   sync.Once
-}
-
-func (l *pipes) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipes) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
-func (l *pipes) Addr() net.Addr { return pipeAddr{} }
-
-func (l *pipes) dial(ctx context.Context, _, _ string) (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case l.conns <- server:
-		return client, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-type pipeAddr struct{}
-
-func (pipeAddr) Network() string { return "pipe" }
-func (pipeAddr) String() string  { return "pipe" }

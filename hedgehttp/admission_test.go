@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -24,6 +23,7 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/admit"
 	"github.com/tailcut/hedge/hedgehttp"
+	"github.com/tailcut/hedge/internal/pipenet"
 )
 
 var pipeProtos = []struct {
@@ -37,21 +37,11 @@ func servePipesOver(t *testing.T, h http.Handler, h2 bool) http.RoundTripper {
 	if !h2 {
 		return servePipes(t, h)
 	}
-	l := &pipes{conns: make(chan net.Conn), closed: make(chan struct{})}
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: h, Protocols: &p}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(l)
-	}()
-	tr := &http.Transport{Protocols: &p, DialContext: l.dial}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		srv.Close()
-		<-served
-	})
+	l := pipenet.Serve(t, &http.Server{Handler: h, Protocols: &p})
+	tr := &http.Transport{Protocols: &p, DialContext: l.Dial}
+	t.Cleanup(tr.CloseIdleConnections)
 	return tr
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
+	"github.com/tailcut/hedge/internal/pipenet"
 )
 
 // sent is what a client saw of one attempt: its number, when it was sent
@@ -400,60 +400,12 @@ func TestShedderExactUnderRace(t *testing.T) {
 	}
 }
 
-// pipes is a net.Listener of in-memory connections (net.Pipe): a real
-// http.Server and http.Transport talk through it inside a synctest
-// bubble, in virtual time.
-type pipes struct {
-	conns  chan net.Conn
-	closed chan struct{}
-	once   sync.Once
-}
-
-func (l *pipes) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipes) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
-func (l *pipes) Addr() net.Addr { return pipeAddr{} }
-
-func (l *pipes) dial(ctx context.Context, _, _ string) (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case l.conns <- server:
-		return client, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-type pipeAddr struct{}
-
-func (pipeAddr) Network() string { return "pipe" }
-func (pipeAddr) String() string  { return "pipe" }
-
 // servePipes serves h in the test's bubble and returns a transport to it.
 // Both are closed when the test ends.
 func servePipes(t *testing.T, h http.Handler) http.RoundTripper {
-	l := &pipes{conns: make(chan net.Conn), closed: make(chan struct{})}
-	srv := &http.Server{Handler: h}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(l)
-	}()
-	tr := &http.Transport{DialContext: l.dial, MaxIdleConnsPerHost: 1000}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		srv.Close()
-		<-served
-	})
+	l := pipenet.Serve(t, &http.Server{Handler: h})
+	tr := &http.Transport{DialContext: l.Dial, MaxIdleConnsPerHost: 1000}
+	t.Cleanup(tr.CloseIdleConnections)
 	return tr
 }
 

@@ -1,10 +1,7 @@
 package hedgeotel_test
 
 import (
-	"context"
-	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"testing/synctest"
 
@@ -12,61 +9,15 @@ import (
 
 	"github.com/tailcut/hedge/hedgehttp"
 	"github.com/tailcut/hedge/hedgeotel"
+	"github.com/tailcut/hedge/internal/pipenet"
 )
-
-// pipes is a net.Listener whose connections are in-memory pipes, so that
-// a real http.Server and http.Transport talk inside a synctest bubble.
-type pipes struct {
-	conns  chan net.Conn
-	closed chan struct{}
-	once   sync.Once
-}
-
-func (l *pipes) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipes) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
-func (l *pipes) Addr() net.Addr { return pipeAddr{} }
-
-func (l *pipes) dial(ctx context.Context, _, _ string) (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case l.conns <- server:
-		return client, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-type pipeAddr struct{}
-
-func (pipeAddr) Network() string { return "pipe" }
-func (pipeAddr) String() string  { return "pipe" }
 
 // servePipes serves h in the test's bubble, whatever host a request
 // names, and returns a transport to it. Both close when the test ends.
 func servePipes(t *testing.T, h http.Handler) http.RoundTripper {
-	l := &pipes{conns: make(chan net.Conn), closed: make(chan struct{})}
-	srv := &http.Server{Handler: h}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(l)
-	}()
-	tr := &http.Transport{DialContext: l.dial}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		srv.Close()
-		<-served
-	})
+	l := pipenet.Serve(t, &http.Server{Handler: h})
+	tr := &http.Transport{DialContext: l.Dial}
+	t.Cleanup(tr.CloseIdleConnections)
 	return tr
 }
 
