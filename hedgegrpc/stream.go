@@ -93,7 +93,7 @@ func (in *Interceptor) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 	s.ctx = callCtx{ctx, method, nil}
 	rest, out := split(opts)
 	s.opts, s.out = own(rest, out), out
-	if !desc.ClientStreams && m.fixed > 0 && hedge.Attempt(ctx) == 0 {
+	if !desc.ClientStreams && m.leads(ctx) {
 		return s.lead()
 	}
 	s.tied = !in.untied

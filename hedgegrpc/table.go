@@ -50,6 +50,11 @@ var unhedged = &method{max: 1}
 // hedged reports whether m's calls are hedged.
 func (m *method) hedged() bool { return m.max > 1 }
 
+// leads reports whether a call in ctx runs its primary on the caller's
+// goroutine, ahead of hedge.Do (see lead.go): at a fixed delay, unless
+// ctx carries an attempt number, as a later try of a retry loop does.
+func (m *method) leads(ctx context.Context) bool { return m.fixed > 0 && hedge.Attempt(ctx) == 0 }
+
 // outcome is the policies' classifier: OK is accepted, a non-fatal code
 // is retryable, and any other code is terminal.
 func (m *method) outcome(err error) hedge.Outcome {

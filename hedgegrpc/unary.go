@@ -91,7 +91,7 @@ func (in *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 	c.rest, c.out = split(opts)
 	var a *unaryAttempt
 	var err error
-	if m.fixed > 0 && hedge.Attempt(ctx) == 0 {
+	if m.leads(ctx) {
 		a, err = c.lead()
 	} else {
 		c.copyForAttempts()

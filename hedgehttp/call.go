@@ -173,12 +173,16 @@ func outcome(a *attempt, _ error) hedge.Outcome {
 }
 
 // discard hands back the response of an attempt whose answer RoundTrip
-// does not return, and forgets it: the attempt lives as long as its call,
-// which the winner's response keeps while the caller holds it.
-func discard(a *attempt) {
+// does not return.
+func discard(a *attempt) { release(a.take()) }
+
+// take returns the response a brought back, and forgets it: the attempt
+// lives as long as its call, which the winner's response keeps while the
+// caller holds it, and a loser whose Base still runs keeps after that.
+func (a *attempt) take() *http.Response {
 	resp := a.resp
 	a.resp = nil
-	release(resp)
+	return resp
 }
 
 // answer records resp and o as what a brings back to hedge.Do, and

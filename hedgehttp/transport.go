@@ -234,11 +234,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The response is the caller's now: the attempt lives as long as its
-	// call, which a loser whose Base still runs keeps.
-	resp := a.resp
-	a.resp = nil
-	return resp, nil
+	return a.take(), nil
 }
 
 // CloseIdleConnections closes Base's idle connections, if Base can, so
